@@ -1,0 +1,178 @@
+"""`trajlab scan` end to end: real verl-format dumps in, real Parquet tables out, read back with DuckDB
+and polars; stable ids, identical bytes on re-run, incremental re-scans, bad input, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from verl_lines import (
+    TOOLS,
+    hermes_call,
+    hermes_prompt,
+    legacy_line,
+    output_of,
+    qwen35_prompt,
+    v1_line,
+    write_jsonl,
+    xml_call,
+)
+
+from trajlab.cli import main
+from trajlab.scan import scan
+from trajlab.tables import SCAN_TABLES
+from trajlab.trends import early_warning
+
+GOOD = xml_call("search_web", queries=["japan gdp 2024"])
+GARBLED = GOOD.replace("<function=search_web>", "<function=search_web英文明确>")
+STRAY = GOOD.replace("</parameter>", '</parameter v2="">').replace("</function>", '</function v2="">')
+
+
+def make_run(root: Path, steps: int = 30, rot_from: int = 20, per_step: int = 8) -> Path:
+    """A V1 (0.9.x) train run with malformed calls from ``rot_from`` on, plus a legacy val dump."""
+    for step in range(1, steps + 1):
+        rows = []
+        for i in range(per_step):
+            q = f"question {i} of step {step}"
+            bad = step >= rot_from and i % 2 == 0
+            call = (GARBLED if i % 4 == 0 else STRAY) if bad else GOOD
+            out = output_of(["<think>\nsearch first\n</think>\n\n" + call, "The answer is 42."], ["result text"], "0.9")
+            rows.append(v1_line(step, qwen35_prompt(q), out, 0.0 if bad else 1.0, uid=f"{step:04d}{i // 4}", session=i % 4))
+        write_jsonl(root / "rollout" / f"{step}.jsonl", rows)
+    val = [legacy_line(10, hermes_prompt("val q"), output_of([hermes_call("search_web", queries=["v"]), "done"], ["r"], "0.7"), 1.0, reward=1.0)]
+    write_jsonl(root / "validation" / "10.jsonl", val)
+    return root
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return make_run(tmp_path_factory.mktemp("run"))
+
+
+@pytest.fixture(scope="module")
+def scanned(run_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    summary = scan([run_dir], out, progress=False, jobs=1)
+    return out, summary
+
+
+def test_all_tables_written_with_documented_schema(scanned):
+    out, summary = scanned
+    for name, spec in SCAN_TABLES.items():
+        t = pq.read_table(out / f"{name}.parquet")
+        assert t.schema.equals(spec.schema, check_metadata=False), name
+        assert pq.ParquetFile(out / f"{name}.parquet").metadata.row_group(0).column(0).compression == "ZSTD" or t.num_rows == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["schema_version"] == "1.0" and m["trajlab_version"]
+    assert len(m["inputs"]) == 31 and all(i["blake2b"] for i in m["inputs"])
+    assert summary.trajectories == 30 * 8 + 1
+
+
+def test_tables_content(scanned):
+    out, summary = scanned
+    con = duckdb.connect()
+    q = lambda s: con.execute(s.replace("OUT", str(out))).fetchall()  # noqa: E731
+    assert q("select split, count(*) from 'OUT/trajectories.parquet' group by 1 order by 1") == [("train", 240), ("val", 1)]
+    # V1 groups: uid prefix; 2 groups of 4 per step
+    assert q("select count(distinct group_id) from 'OUT/trajectories.parquet' where step = 3 and split='train'") == [(2,)]
+    assert q("select tool_format, count(*) from 'OUT/trajectories.parquet' group by 1 order by 1") == [("hermes", 1), ("qwen3_coder", 240)]
+    # every call row points into output
+    rows = q("select c.raw, substr(t.output, c.char_start + 1, c.char_end - c.char_start) from 'OUT/calls.parquet' c "
+             "join 'OUT/trajectories.parquet' t using (trajectory_id)")
+    assert rows and all(a == b for a, b in rows)
+    # turns tile output
+    bad = q("select t.trajectory_id from 'OUT/trajectories.parquet' t join (select trajectory_id, string_agg(text, '' order by turn_index) s "
+            "from 'OUT/turns.parquet' group by 1) u using (trajectory_id) where u.s <> t.output")
+    assert bad == []
+    # malformed only from step 20, half the calls there
+    per_step = dict(q("select step, malformed_rate from 'OUT/steps.parquet' where split='train'"))
+    assert all(per_step[s] == 0 for s in range(1, 20)) and all(per_step[s] == 0.5 for s in range(20, 31))
+    cats = dict(q("select category, count(*) from (select unnest(categories) category from 'OUT/calls.parquet') group by 1"))
+    assert cats["garbled_function_name"] == 11 * 2 and cats["stray_attribute"] == 11 * 2
+    # findings carry spans inside output
+    f = q("select f.category, substr(t.output, f.char_start + 1, f.char_end - f.char_start) from 'OUT/findings.parquet' f "
+          "join 'OUT/trajectories.parquet' t using (trajectory_id) where f.category = 'garbled_function_name' limit 1")
+    assert "英文明确" in f[0][1]
+    assert summary.early_warning and 20 <= summary.early_warning["step"] <= 22
+    assert q("select count(*) from 'OUT/trajectories.parquet' where not has_final_answer") == [(0,)]
+
+
+def test_rerun_same_bytes_and_incremental(run_dir, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    scan([run_dir], a, progress=False, jobs=1)
+    scan([run_dir], b, progress=False, jobs=2, chunk_bytes=8192)  # different parallelism and chunking
+    for name in SCAN_TABLES:
+        assert (a / f"{name}.parquet").read_bytes() == (b / f"{name}.parquet").read_bytes(), name
+    first = pl.read_parquet(a / "trajectories.parquet")["trajectory_id"].to_list()
+    s2 = scan([run_dir], a, progress=False, jobs=1)
+    assert s2.files_reused == s2.files == 31
+    assert pl.read_parquet(a / "trajectories.parquet")["trajectory_id"].to_list() == first
+    # touch one file: only it is re-read, ids of untouched records stay
+    f = run_dir / "rollout" / "5.jsonl"
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+    s3 = scan([run_dir], a, progress=False, jobs=1)
+    assert s3.files_reused == 30
+    assert pl.read_parquet(a / "trajectories.parquet")["trajectory_id"].to_list() == first
+
+
+def test_bad_directory_keeps_good_records(tmp_path):
+    root = tmp_path / "in"
+    good = v1_line(1, qwen35_prompt("q"), output_of([GOOD, "fine"], ["r"]), 1.0)
+    write_jsonl(root / "1.jsonl", [good, good], tail=b'{"input": "sys", "outp')
+    write_jsonl(root / "copy" / "1.jsonl", [good, good], tail=b'{"input": "sys", "outp')  # duplicate step file
+    (root / "odd.jsonl").write_text('{"hello": 1}\n')
+    (root / "empty.jsonl").write_text("")
+    s = scan([root, tmp_path / "missing"], tmp_path / "out", progress=False)
+    errs = pl.read_parquet(tmp_path / "out" / "ingest_errors.parquet")
+    reasons = " | ".join(errs["reason"].to_list())
+    assert "truncated last line" in reasons and "duplicate of 1.jsonl" in reasons
+    assert "unknown format" in reasons and "empty file" in reasons and "path does not exist" in reasons
+    assert s.trajectories == 2
+    rc = main(["scan", str(root), "-o", str(tmp_path / "out2"), "--strict", "--no-progress"])
+    assert rc == 2
+
+
+def test_empty_directory(tmp_path):
+    (tmp_path / "empty").mkdir()
+    s = scan([tmp_path / "empty"], tmp_path / "out", progress=False)
+    assert s.trajectories == 0 and s.ingest_errors == 1
+    assert pq.read_table(tmp_path / "out" / "trajectories.parquet").num_rows == 0
+
+
+def test_tools_override_and_schema_skipped(tmp_path):
+    prompt = "system\nYou are a search agent.\nuser\nq\nassistant\n"  # no tool block
+    out = output_of([xml_call("search_web", queries=["x"], depth=3), "ok"], ["r"])
+    write_jsonl(tmp_path / "in" / "1.jsonl", [v1_line(1, prompt, out, 1.0)])
+    s = scan([tmp_path / "in"], tmp_path / "o1", progress=False)
+    assert s.schema_checked_rate == 0.0
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    s = scan([tmp_path / "in"], tmp_path / "o2", progress=False, tools=tools, tool_format="qwen3_coder")
+    assert s.schema_checked_rate == 1.0
+    calls = pl.read_parquet(tmp_path / "o2" / "calls.parquet")
+    assert "unknown_parameter" in calls["categories"][0].to_list()
+
+
+def test_early_warning_statistic():
+    rows = [{"split": "train", "step": s, "calls": 100, "malformed_calls": 2 if s < 80 else 2 + (s - 79) * 2} for s in range(1, 151)]
+    ew = early_warning(rows)
+    assert ew is not None and 80 <= ew["step"] <= 86 and ew["p_value"] < 1e-3
+    flat = [{"split": "train", "step": s, "calls": 100, "malformed_calls": 2 + (s % 3)} for s in range(1, 151)]
+    assert early_warning(flat) is None
+
+
+def test_cli_scan_json_and_fail_above(run_dir, tmp_path, capsys):
+    rc = main(["scan", str(run_dir), "-o", str(tmp_path / "o"), "--json"])
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["trajectories"] == 241 and d["early_warning"]["step"] >= 20
+    assert main(["scan", str(run_dir), "-o", str(tmp_path / "o"), "--fail-above", "0.3", "--window", "5", "--no-progress"]) == 3
+    assert main(["scan", str(run_dir), "-o", str(tmp_path / "o"), "--fail-above", "0.6", "--window", "5", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "early warning" in out and "malformed-call rate per step" in out
+    assert main(["scan", str(run_dir), "-o", str(tmp_path / "o"), "--tool-format", "nope"]) == 2

@@ -1,0 +1,82 @@
+"""The ``trajlab`` command line: a thin typer shell over the library.
+
+Each command lives in ``trajlab/commands/<name>.py`` as a ``register(app)`` function whose body only parses
+options, calls the documented library function and prints. Expected problems raise
+:class:`trajlab.errors.TrajlabError`; :func:`main` prints them in one line and exits with their code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from trajlab import __version__
+from trajlab.errors import TrajlabError
+
+COMMAND_MODULES = ("scan", "schema", "rules", "rescore", "sft_pool", "sql", "report", "show")
+
+app = typer.Typer(
+    name="trajlab",
+    help=(
+        "Find, explain and fix malformed tool calls in agentic-RL rollouts.\n\n"
+        "Example: trajlab scan sample_data/qwen35_xml_run -o out && trajlab report out -o report.html"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"trajlab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """trajlab: offline diagnosis of tool-use RL runs."""
+
+
+for _name in COMMAND_MODULES:
+    try:
+        _mod = importlib.import_module(f"trajlab.commands.{_name}")
+    except ModuleNotFoundError as _e:  # a command module not written yet in a partial checkout
+        if _e.name != f"trajlab.commands.{_name}":
+            raise
+        continue
+    _mod.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except TrajlabError as e:
+        from trajlab.console import err_console
+
+        err_console.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
+        return e.exit_code
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        return 130
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # click usage errors come through here in non-standalone mode
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return e.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""``trajlab scan``: the CLI wrapper over :func:`trajlab.scan.scan`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("scan")
+    def scan_cmd(
+        paths: list[Path] = typer.Argument(..., help="Dump files or directories (walked recursively)."),
+        out: Path = typer.Option(..., "-o", "--out", help="Output directory for the tables."),
+        tools: Path | None = typer.Option(None, "--tools", help="Tool schemas: JSON list of OpenAI tools, or verl tool-config YAML. Overrides the prompt's."),
+        input_format: str = typer.Option("auto", "--format", help="Input format: auto, verl_jsonl, verl_tool_json, openai_messages."),
+        tool_format: str = typer.Option("auto", "--tool-format", help="Tool-call format: auto, qwen3_coder, hermes."),
+        rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory (repeatable)."),
+        jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes (0 = one per CPU)."),
+        strict: bool = typer.Option(False, "--strict", help="Exit 2 if any record could not be read."),
+        as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of a table."),
+        fail_above: float | None = typer.Option(None, "--fail-above", help="Exit 3 if the malformed-call rate of the last --window steps exceeds RATE (0-1)."),
+        window: int = typer.Option(10, "--window", help="Steps considered by --fail-above."),
+        full: bool = typer.Option(False, "--full", help="Re-scan every file (ignore parts of unchanged files)."),
+        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+    ) -> None:
+        """Scan rollout dumps: classify every tool call and write Parquet tables into OUT.
+
+        Example: trajlab scan sample_data/qwen35_xml_run -o out --fail-above 0.2 --window 10
+        """
+        from trajlab.console import console, warn
+        from trajlab.scan import scan
+
+        summary = scan(
+            paths,
+            out,
+            tools=tools,
+            input_format=input_format,
+            tool_format=tool_format,
+            rules_dirs=rules,
+            jobs=jobs,
+            strict=False,
+            incremental=not full,
+            progress=not no_progress and not as_json,
+        )
+        if as_json:
+            typer.echo(json.dumps(summary.to_dict(), indent=2, default=str))
+        else:
+            from trajlab.scan_view import print_summary
+            from trajlab.trends import category_steps
+
+            for ex in summary.ingest_error_examples:
+                warn(ex)
+            print_summary(summary, console, category_steps(out))
+        if strict and summary.ingest_errors:
+            warn(f"--strict: {summary.ingest_errors} ingest error(s); see {out}/ingest_errors.parquet")
+            raise typer.Exit(2)
+        if fail_above is not None:
+            rate = summary.recent_rate(window)
+            if rate is not None and rate > fail_above:
+                warn(f"malformed-call rate over the last {window} steps is {rate:.1%} > --fail-above {fail_above:.1%}")
+                raise typer.Exit(3)

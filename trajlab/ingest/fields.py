@@ -1,0 +1,83 @@
+"""Coercion of loosely typed dump fields (scores, steps, ids) with notes instead of exceptions.
+
+Dumps written with ``json.dumps(default=str)`` (verl 0.8+) turn numpy scalars into strings such as
+``"np.float32(0.5)"`` or ``"0.5"``; Python's json writer emits ``NaN``; very old dumps have no ``step``.
+Each helper returns the value and, when something was off, a note for the ``ingest_errors`` table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+_NUMPY_REPR = re.compile(r"^\s*(?:np|numpy)\.\w+\((.*)\)\s*$")
+_STEP_IN_NAME = re.compile(r"(?:^|[-_])(?:step-)?(?:val-)?(\d+)\.(?:jsonl|json|parquet)(?:\.gz)?$")
+
+
+def coerce_float(value: Any, field: str) -> tuple[float | None, str | None]:
+    """A finite float, or ``None`` with a note saying why."""
+    if value is None:
+        return None, None
+    if isinstance(value, bool):
+        return float(value), None
+    if isinstance(value, (int, float)):
+        f = float(value)
+    elif isinstance(value, str):
+        s = value.strip()
+        m = _NUMPY_REPR.match(s)
+        if m:
+            s = m.group(1)
+        try:
+            f = float(s)
+        except ValueError:
+            return None, f"field {field!r} is not a number ({value[:40]!r}); stored as null"
+    elif isinstance(value, list) and len(value) == 1:
+        return coerce_float(value[0], field)
+    else:
+        return None, f"field {field!r} has type {type(value).__name__}, not a number; stored as null"
+    if not math.isfinite(f):
+        return None, f"field {field!r} is {f} (not finite); stored as null"
+    return f, None
+
+
+def coerce_int(value: Any, field: str) -> tuple[int | None, str | None]:
+    if value is None:
+        return None, None
+    if isinstance(value, bool):
+        return None, f"field {field!r} is a boolean, not an integer"
+    if isinstance(value, int):
+        return value, None
+    f, note = coerce_float(value, field)
+    if f is None:
+        return None, note
+    if f.is_integer():
+        return int(f), None
+    return None, f"field {field!r} is {f}, not an integer; stored as null"
+
+
+def step_from_name(name: str) -> int | None:
+    """The step number in a dump file name: ``37.jsonl``, ``fcl-step-37.json``, ``x-step-val-40.json``."""
+    m = _STEP_IN_NAME.search(name)
+    return int(m.group(1)) if m else None
+
+
+def prompt_hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def dumps_extra(extra: dict[str, Any]) -> str:
+    """Deterministic JSON for the ``extra`` column (non-JSON values become strings, NaN becomes null)."""
+    return json.dumps(_clean(extra), ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    return v

@@ -1,0 +1,193 @@
+"""Recover tool schemas from a decoded prompt, or load them from a ``--tools`` file.
+
+Three renderings occur in the system block of a verl dump's ``input``:
+
+* Hermes / Qwen2.5 / Qwen3: ``<tools>`` then one ``{"type": "function", "function": {...}}`` JSON object per line;
+* Qwen3.5 / Qwen3.6: the same JSON-lines block (objects may also be bare ``{"name": ..., "parameters": ...}``);
+* Qwen3-Coder: XML ``<tools><function><name>..</name><description>..</description><parameters><parameter>
+  <name>..</name><type>..</type>...</parameter></parameters></function></tools>`` (parsed with lxml in recover
+  mode, since descriptions are not escaped).
+
+Every schema is normalised to ``{"name", "description", "parameters"}`` (a JSON-schema object).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from trajlab.errors import InputError
+
+_TOOLS_BLOCK = re.compile(r"<tools>\s*(.*?)\s*</tools>", re.DOTALL)
+
+
+def normalise_tool(obj: Any) -> dict[str, Any] | None:
+    """Normalise one OpenAI-style or bare tool schema; ``None`` if it is not a tool schema."""
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("function"), dict):
+        obj = obj["function"]
+    name = obj.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    params = obj.get("parameters")
+    if not isinstance(params, dict):
+        params = {"type": "object", "properties": {}}
+    return {"name": name, "description": obj.get("description") or "", "parameters": params}
+
+
+def normalise_tools(objs: Any) -> list[dict[str, Any]] | None:
+    if not isinstance(objs, list):
+        return None
+    tools = [t for t in (normalise_tool(o) for o in objs) if t is not None]
+    return tools or None
+
+
+def _json_lines(block: str) -> list[dict[str, Any]] | None:
+    tools: list[dict[str, Any]] = []
+    dec = json.JSONDecoder()
+    i, n = 0, len(block)
+    while i < n:
+        while i < n and block[i] in " \t\r\n":
+            i += 1
+        if i >= n:
+            break
+        if block[i] not in "{[":
+            return tools or None
+        try:
+            obj, end = dec.raw_decode(block, i)
+        except json.JSONDecodeError:
+            return tools or None
+        items = obj if isinstance(obj, list) else [obj]
+        for o in items:
+            t = normalise_tool(o)
+            if t:
+                tools.append(t)
+        i = end
+    return tools or None
+
+
+def _xml_type(t: str | None) -> str:
+    return (t or "string").strip() or "string"
+
+
+def _xml_tools(block: str) -> list[dict[str, Any]] | None:
+    from lxml import etree
+
+    parser = etree.XMLParser(recover=True, resolve_entities=False, no_network=True, huge_tree=False)
+    try:
+        root = etree.fromstring(f"<tools>{block}</tools>".encode(), parser=parser)
+    except (etree.XMLSyntaxError, ValueError):
+        return None
+    if root is None:
+        return None
+    tools: list[dict[str, Any]] = []
+    for fn in root.iter("function"):
+        name = (fn.findtext("name") or "").strip()
+        if not name:
+            continue
+        props: dict[str, Any] = {}
+        required: list[str] = []
+        params_el = fn.find("parameters")
+        if params_el is not None:
+            for p in params_el.findall("parameter"):
+                pname = (p.findtext("name") or "").strip()
+                if not pname:
+                    continue
+                prop: dict[str, Any] = {"type": _xml_type(p.findtext("type"))}
+                desc = p.findtext("description")
+                if desc:
+                    prop["description"] = desc.strip()
+                for child in p:
+                    if child.tag in ("name", "type", "description") or not isinstance(child.tag, str):
+                        continue
+                    txt = (child.text or "").strip()
+                    try:
+                        prop[child.tag] = json.loads(txt)
+                    except (json.JSONDecodeError, ValueError):
+                        prop[child.tag] = txt
+                props[pname] = prop
+            req = params_el.findtext("required")
+            if req:
+                try:
+                    r = json.loads(req)
+                    if isinstance(r, list):
+                        required = [str(x) for x in r]
+                except (json.JSONDecodeError, ValueError):
+                    required = [s.strip() for s in req.split(",") if s.strip()]
+        schema: dict[str, Any] = {"type": "object", "properties": props}
+        if required:
+            schema["required"] = required
+        tools.append({"name": name, "description": (fn.findtext("description") or "").strip(), "parameters": schema})
+    return tools or None
+
+
+@lru_cache(maxsize=4096)
+def _tools_from_block(block: str) -> tuple[str | None, str | None]:
+    stripped = block.lstrip()
+    if stripped.startswith("<function"):
+        tools = _xml_tools(block)
+        src = "prompt_xml"
+    else:
+        tools = _json_lines(block)
+        src = "prompt_json"
+    if not tools:
+        return None, None
+    return json.dumps(tools, ensure_ascii=False, sort_keys=True), src
+
+
+def tools_from_prompt(input_text: str) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """Tool schemas rendered in the prompt's ``<tools>`` block, and which rendering they came from.
+
+    Returns ``(None, None)`` when the prompt declares no tools. Results are cached per distinct block, so
+    GRPO groups (identical prompts) cost one parse.
+    """
+    if "<tools>" not in input_text:
+        return None, None
+    m = _TOOLS_BLOCK.search(input_text)
+    if not m:
+        return None, None
+    js, src = _tools_from_block(m.group(1))
+    return (json.loads(js) if js else None), src
+
+
+def load_tools_file(path: str | Path) -> list[dict[str, Any]]:
+    """Load ``--tools FILE``: a JSON list of OpenAI tool schemas, or verl's tool-config YAML.
+
+    verl's YAML has ``tools: [{class_name, config, tool_schema: {type: function, function: {...}}}]``.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"--tools file not found: {p}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"--tools file {p} cannot be read: {e}") from None
+    data: Any
+    if p.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise InputError(f"--tools file {p} is not valid YAML: {e}") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(f"--tools file {p} is not valid JSON (line {e.lineno}: {e.msg})") from None
+    if isinstance(data, dict) and isinstance(data.get("tools"), list):
+        items = [t.get("tool_schema", t) if isinstance(t, dict) else t for t in data["tools"]]
+    elif isinstance(data, list):
+        items = data
+    else:
+        raise InputError(
+            f"--tools file {p}: expected a JSON list of tool schemas or a verl tool config with a 'tools:' list"
+        )
+    tools = normalise_tools(items)
+    if not tools:
+        raise InputError(f"--tools file {p} declares no tool with a 'name'")
+    return tools

@@ -1,0 +1,75 @@
+"""verl-tool / Tool-RL-Box step records: ``verl_step_records/{run}/{name}-step-{N}.json``.
+
+Each file is one JSON list (``-step-val-{N}.json`` for validation). Records carry ``id``, ``traj_ids``,
+``prompt``, ``response`` (decoded with special tokens kept), ``score`` and bookkeeping keys. trajlab strips
+the chat special tokens (``<|im_start|>``, ``<|im_end|>``, ``<|endoftext|>``) so the text matches what a verl
+dump holds, and keeps the untouched text in ``extra.raw_prompt`` / ``extra.raw_response``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from trajlab.ingest.fields import coerce_float, coerce_int, prompt_hash
+from trajlab.ingest.turns import split_turns
+from trajlab.model import IngestError, RawTrajectory
+
+FORMAT = "verl_tool_json"
+_SPECIALS = re.compile(r"<\|im_start\|>|<\|im_end\|>|<\|endoftext\|>")
+MAPPED_KEYS = ("prompt", "response", "score", "step")
+
+
+def looks_like(obj: Any) -> bool:
+    return isinstance(obj, dict) and "response" in obj and ("prompt" in obj or "traj_ids" in obj)
+
+
+def to_trajectory(
+    obj: dict[str, Any], *, source_path: str, line: int, file_step: int | None, file_split: str | None
+) -> tuple[RawTrajectory | None, list[IngestError]]:
+    notes: list[IngestError] = []
+    resp = obj.get("response")
+    if not isinstance(resp, str):
+        return None, [IngestError(source_path, line, "missing or non-string field 'response'; record skipped")]
+    prompt = obj.get("prompt")
+    if not isinstance(prompt, str):
+        notes.append(IngestError(source_path, line, "missing or non-string field 'prompt'; kept with an empty prompt"))
+        prompt = ""
+    inp = _SPECIALS.sub("", prompt)
+    output = _SPECIALS.sub("", resp)
+    score, n = coerce_float(obj.get("score"), "score")
+    if n:
+        notes.append(IngestError(source_path, line, n))
+    step, n = coerce_int(obj.get("step"), "step")
+    if n:
+        notes.append(IngestError(source_path, line, n))
+    if step is None:
+        step = file_step
+    tid = obj.get("traj_ids")
+    if isinstance(tid, str) and len(tid) > 2:
+        group = tid[:-2] if tid[-2] == "_" else tid
+    elif obj.get("id") is not None:
+        group = str(obj["id"])
+    else:
+        group = "p:" + prompt_hash(inp)
+    extra = {k: v for k, v in obj.items() if k not in MAPPED_KEYS}
+    if inp != prompt:
+        extra["raw_prompt"] = prompt
+    if output != resp:
+        extra["raw_response"] = resp
+    return RawTrajectory(
+        source_path=source_path,
+        source_line=line,
+        source_format=FORMAT,
+        split=file_split or "train",
+        step=step,
+        group_id=group,
+        score=score,
+        input=inp,
+        output=output,
+        turns=split_turns(output),
+        tools=None,
+        tools_source=None,
+        extra=extra,
+        uid=tid if isinstance(tid, str) else None,
+    ), notes

@@ -1,0 +1,80 @@
+"""Locate and load the declarative rule packs (YAML) shipped in ``rules/`` and user packs (``--rules DIR``).
+
+The repository's top-level ``rules/`` directory is installed as the package ``trajlab.rules``, so the same
+files are found in a source checkout, an editable install and a wheel. A user pack is a directory with
+files of the same names; its entries are merged over the built-in ones (lists are appended, mappings are
+updated key by key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trajlab.errors import TrajlabError
+
+
+def builtin_rules_dir() -> Path:
+    """Directory of the built-in rule packs."""
+    return Path(str(resources.files("trajlab.rules")))
+
+
+def _merge(base: Any, extra: Any) -> Any:
+    if isinstance(base, dict) and isinstance(extra, dict):
+        out = dict(base)
+        for k, v in extra.items():
+            out[k] = _merge(base[k], v) if k in base else v
+        return out
+    if isinstance(base, list) and isinstance(extra, list):
+        return base + extra
+    return extra
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        raise TrajlabError(f"{path}: not valid YAML: {e}") from None
+    except OSError as e:
+        raise TrajlabError(f"{path}: cannot read rule file: {e.strerror}") from None
+
+
+@lru_cache(maxsize=64)
+def _load_cached(name: str, extra_dirs: tuple[str, ...]) -> Any:
+    path = builtin_rules_dir() / name
+    if not path.exists():
+        raise TrajlabError(f"built-in rule file {name!r} is missing from {builtin_rules_dir()}")
+    data = _read_yaml(path)
+    for d in extra_dirs:
+        p = Path(d) / name
+        if p.exists():
+            data = _merge(data, _read_yaml(p))
+    return data
+
+
+def load_rule_file(name: str, extra_dirs: Iterable[str | Path] = ()) -> Any:
+    """Load ``rules/<name>`` (e.g. ``"taxonomy.yaml"``) merged with the same file in each user pack dir."""
+    dirs = tuple(str(Path(d)) for d in extra_dirs)
+    for d in dirs:
+        if not Path(d).is_dir():
+            raise TrajlabError(f"rule pack directory not found: {d}")
+    return _load_cached(name, dirs)
+
+
+def rules_hash(extra_dirs: Iterable[str | Path] = ()) -> str:
+    """sha256 over every rule file (built-in and user), recorded in manifests so results can be traced."""
+    h = hashlib.sha256()
+    roots = [builtin_rules_dir(), *[Path(d) for d in extra_dirs]]
+    for root in roots:
+        for p in sorted(root.rglob("*.yaml")):
+            h.update(p.relative_to(root).as_posix().encode())
+            h.update(b"\0")
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]

@@ -1,0 +1,589 @@
+"""``trajlab scan``: input files → classified tool calls → versioned Parquet tables in OUT.
+
+Pipeline: :func:`trajlab.ingest.discover` finds files, :func:`trajlab.ingest.plan_tasks` cuts them into
+newline-aligned byte ranges, workers (``--jobs`` processes) stream each range through ingest and the
+classifier and write *part files* under ``OUT/.parts/<file key>/``. The file key hashes the file's path, size,
+mtime and every option that changes results, so a re-scan reuses the parts of unchanged files. Parts are then
+streamed into one Parquet file per table (bounded memory: one part in memory at a time) in a fixed order,
+``steps`` is aggregated from the merged tables, and ``manifest.json`` records versions, options and inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from trajlab import __version__
+from trajlab.errors import InputError
+from trajlab.ingest import FileTask, detect_format, discover, iter_records, plan_tasks, validate_format_name
+from trajlab.ingest.fields import dumps_extra
+from trajlab.model import IngestError, RawTrajectory
+from trajlab.rulepacks import rules_hash
+from trajlab.tables import (
+    CALLS,
+    FINDINGS,
+    INGEST_ERRORS,
+    SCHEMA_VERSION,
+    STEPS,
+    TRAJECTORIES,
+    TURNS,
+    TableSpec,
+    atomic_write_json,
+    sort_table,
+    table_path,
+    to_table,
+    write_table,
+)
+from trajlab.trends import early_warning, steps_table
+
+PART_TABLES: tuple[TableSpec, ...] = (TRAJECTORIES, TURNS, CALLS, FINDINGS, INGEST_ERRORS)
+PARTS_DIR = ".parts"
+_IN_PROCESS_BYTES = 16 * 1024 * 1024  # below this total input size, don't start worker processes
+
+
+@dataclass
+class ScanOptions:
+    tool_format: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    rules_dirs: tuple[str, ...] = ()
+    input_format: str | None = None
+
+    def fingerprint(self) -> str:
+        blob = json.dumps(
+            {
+                "v": __version__,
+                "schema": SCHEMA_VERSION,
+                "rules": rules_hash(self.rules_dirs),
+                "tool_format": self.tool_format,
+                "tools": self.tools,
+                "input_format": self.input_format,
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+@dataclass
+class ScanSummary:
+    """What a scan found; printed by the CLI and stored under ``summary`` in ``manifest.json``."""
+
+    out: str
+    files: int = 0
+    files_reused: int = 0
+    bytes: int = 0
+    trajectories: int = 0
+    calls: int = 0
+    malformed_calls: int = 0
+    malformed_rate: float | None = None
+    trajectories_with_malformed: int = 0
+    final_answer_rate: float | None = None
+    schema_checked_rate: float | None = None
+    top_categories: list[tuple[str, int]] = field(default_factory=list)
+    ingest_errors: int = 0
+    ingest_error_examples: list[str] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # per-step (split, step, calls, malformed, rate)
+    early_warning: dict[str, Any] | None = None
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["top_categories"] = [{"category": c, "calls": n} for c, n in self.top_categories]
+        return d
+
+    def recent_rate(self, window: int, split: str = "train") -> float | None:
+        """Malformed-call rate pooled over the last ``window`` steps of ``split`` (falls back to any split)."""
+        rows = [s for s in self.steps if s["split"] == split and s["step"] is not None] or [
+            s for s in self.steps if s["step"] is not None
+        ]
+        rows = sorted(rows, key=lambda s: s["step"])[-window:] if window > 0 else rows
+        calls = sum(s["calls"] for s in rows)
+        return (sum(s["malformed_calls"] for s in rows) / calls) if calls else None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# worker side
+
+
+def _rows_for(rec: RawTrajectory, opts: ScanOptions, cols: dict[str, dict[str, list[Any]]], traj_id: str) -> None:
+    from trajlab.analyze import analyze_trajectory
+
+    an = analyze_trajectory(rec, tool_format=opts.tool_format, tools=opts.tools, rules_dirs=opts.rules_dirs)
+    t = cols["trajectories"]
+    for k, v in (
+        ("trajectory_id", traj_id),
+        ("source_path", rec.source_path),
+        ("source_line", rec.source_line),
+        ("source_format", rec.source_format),
+        ("split", rec.split),
+        ("step", rec.step),
+        ("group_id", rec.group_id),
+        ("score", rec.score),
+        ("tool_format", an.tool_format),
+        ("n_turns", len(rec.turns)),
+        ("n_calls", an.n_calls),
+        ("n_malformed_calls", an.n_malformed),
+        ("has_final_answer", an.has_final_answer),
+        ("truncated", an.truncated),
+        ("schema_checked", an.schema_checked),
+        ("input", rec.input),
+        ("output", rec.output),
+        ("tools", an.tools_json),
+        ("extra", dumps_extra(rec.extra)),
+    ):
+        t[k].append(v)
+    tu, ca, fi = cols["turns"], cols["calls"], cols["findings"]
+    for turn, ta in an.turns:
+        tu["trajectory_id"].append(traj_id)
+        tu["turn_index"].append(turn.index)
+        tu["role"].append(turn.role)
+        tu["text"].append(turn.text)
+        tu["char_start"].append(turn.char_start)
+        tu["char_end"].append(turn.char_end)
+        if ta is None:
+            continue
+        off = turn.char_start
+        call_ids = {}
+        for c in ta.calls:
+            cid = f"{traj_id}:{turn.index}:{c.call_index}"
+            call_ids[c.call_index] = cid
+            for k, v in (
+                ("call_id", cid),
+                ("trajectory_id", traj_id),
+                ("turn_index", turn.index),
+                ("call_index", c.call_index),
+                ("step", rec.step),
+                ("split", rec.split),
+                ("format", c.format),
+                ("raw", c.raw),
+                ("char_start", c.start + off),
+                ("char_end", c.end + off),
+                ("function_name", c.function_name),
+                ("matched_tool", c.matched_tool),
+                ("arguments", _json_or_none(c.arguments)),
+                ("status", c.status),
+                ("categories", list(c.categories)),
+                ("repaired", c.repaired),
+                ("repaired_arguments", _json_or_none(c.repaired_arguments) if c.repaired is not None else None),
+                ("repair_note", c.repair_note),
+            ):
+                ca[k].append(v)
+        for f in ta.findings:
+            for k, v in (
+                ("trajectory_id", traj_id),
+                ("turn_index", turn.index),
+                ("call_id", call_ids.get(f.call_index) if f.call_index is not None else None),
+                ("step", rec.step),
+                ("split", rec.split),
+                ("category", f.category),
+                ("severity", f.severity),
+                ("char_start", f.start + off),
+                ("char_end", f.end + off),
+                ("message", f.message),
+                ("rule_id", f.rule_id),
+            ):
+                fi[k].append(v)
+
+
+def _json_or_none(v: Any) -> str | None:
+    if v is None:
+        return None
+    return json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def trajectory_id(rel: str, line: int, raw_key: str) -> str:
+    """Stable id of a record: its file (relative to the scanned root), its line, and its content."""
+    return hashlib.sha1(f"{rel}\n{line}\n{raw_key}".encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def process_task(task: FileTask, opts: ScanOptions, part_dir: str) -> dict[str, Any]:
+    """Worker: ingest + classify one byte range and write its part files. Returns stats for the manifest."""
+    cols: dict[str, dict[str, list[Any]]] = {s.name: {c: [] for c in s.column_names} for s in PART_TABLES}
+    errs = cols["ingest_errors"]
+    steps: set[int] = set()
+    n = 0
+    for item in iter_records(task):
+        if isinstance(item, IngestError):
+            errs["source_path"].append(item.source_path)
+            errs["line"].append(item.line)
+            errs["reason"].append(item.reason)
+            continue
+        key = hashlib.sha1((item.input + "\x00" + item.output).encode("utf-8", "surrogatepass")).hexdigest()
+        try:
+            _rows_for(item, opts, cols, trajectory_id(task.rel, item.source_line, key))
+        except Exception as e:  # the classifier never raises by contract; keep going if it ever does
+            errs["source_path"].append(task.rel)
+            errs["line"].append(item.source_line)
+            errs["reason"].append(f"internal error while classifying (please report): {type(e).__name__}: {e}")
+            continue
+        n += 1
+        if item.step is not None:
+            steps.add(item.step)
+    pdir = Path(part_dir)
+    pdir.mkdir(parents=True, exist_ok=True)
+    for spec in PART_TABLES:
+        write_table(spec, _cols_table(spec, cols[spec.name]), pdir / f"{task.chunk:05d}.{spec.name}.parquet")
+    stats = {
+        "chunk": task.chunk,
+        "records": n,
+        "errors": len(errs["reason"]),
+        "bytes": task.end - task.start,
+        "min_step": min(steps) if steps else None,
+        "splits": sorted(set(cols["trajectories"]["split"])),
+    }
+    atomic_write_json(pdir / f"{task.chunk:05d}.done.json", stats)
+    return stats
+
+
+def _cols_table(spec: TableSpec, cols: dict[str, list[Any]]) -> pa.Table:
+    return pa.table({c.name: pa.array(cols[c.name], type=c.type) for c in spec.columns}, schema=spec.schema)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# driver side
+
+
+@dataclass
+class _FileEntry:
+    path: Path
+    rel: str
+    fmt: str
+    size: int
+    key: str
+    tasks: list[FileTask]
+    reused: bool = False
+    sha: str | None = None
+    stats: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _file_key(path: Path, rel: str, fmt: str, fp: str) -> tuple[str, int]:
+    st = path.stat()
+    blob = f"{rel}\n{st.st_size}\n{st.st_mtime_ns}\n{fmt}\n{fp}"
+    return hashlib.sha1(blob.encode()).hexdigest()[:20], st.st_size
+
+
+def _content_hash(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _load_done(pdir: Path, n_tasks: int) -> list[dict[str, Any]] | None:
+    out = []
+    for i in range(n_tasks):
+        p = pdir / f"{i:05d}.done.json"
+        if not p.is_file():
+            return None
+        try:
+            out.append(json.loads(p.read_text()))
+        except (OSError, json.JSONDecodeError):
+            return None
+    return out
+
+
+def scan(
+    paths: Sequence[str | Path],
+    out: str | Path,
+    *,
+    tools: str | Path | list[dict[str, Any]] | None = None,
+    input_format: str | None = None,
+    tool_format: str | None = None,
+    rules_dirs: Iterable[str | Path] = (),
+    jobs: int = 0,
+    strict: bool = False,
+    incremental: bool = True,
+    progress: bool = True,
+    chunk_bytes: int | None = None,
+) -> ScanSummary:
+    """Scan trajectory dumps and write the trajlab tables into ``out``.
+
+    Args:
+        paths: files or directories (walked recursively) of verl dumps, verl-tool step records or
+            OpenAI-messages JSONL/Parquet; the format is detected per file unless ``input_format`` is set.
+        out: output directory (created); tables are ``<out>/<table>.parquet`` plus ``manifest.json``.
+        tools: tool schemas that override the prompts' (a ``--tools`` file path or a list of schemas).
+        tool_format: force the call format (``qwen3_coder`` | ``hermes``) instead of detecting it.
+        rules_dirs: user rule packs added to the built-in ``rules/``.
+        jobs: worker processes (0 = one per CPU; small inputs run in-process).
+        strict: raise :class:`~trajlab.errors.InputError` (exit code 2) if any record could not be read.
+        incremental: reuse the parts of files unchanged since the last scan into ``out``.
+        progress: show a progress bar on stderr.
+
+    Returns:
+        A :class:`ScanSummary` (also written to ``manifest.json``).
+    """
+    from trajlab import toolcalls
+    from trajlab.ingest.tool_schemas import load_tools_file
+
+    known_formats = tuple(getattr(toolcalls, "KNOWN_FORMATS", ("qwen3_coder", "hermes")))
+
+    t0 = time.perf_counter()
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"output path {out} exists and is not a directory")
+    if tool_format in ("auto", ""):
+        tool_format = None
+    if tool_format is not None and tool_format not in known_formats:
+        raise InputError(f"unknown --tool-format {tool_format!r}; choose one of: auto, {', '.join(known_formats)}")
+    fmt_forced = validate_format_name(input_format)
+    tool_list = load_tools_file(tools) if isinstance(tools, (str, Path)) else tools
+    rdirs = tuple(str(Path(d)) for d in rules_dirs)
+    opts = ScanOptions(tool_format=tool_format, tools=tool_list, rules_dirs=rdirs, input_format=fmt_forced)
+    fp = opts.fingerprint()
+
+    files, errors = discover(list(paths))
+    out_resolved = out.resolve()
+    files = [(p, r) for p, r in files if out_resolved not in p.resolve().parents]
+    if not files and not errors:
+        errors.append(IngestError(", ".join(str(p) for p in paths), None, "no input files found (.jsonl/.json/.parquet)"))
+
+    parts_root = out / PARTS_DIR
+    entries: list[_FileEntry] = []
+    for p, rel in files:
+        fmt, why = (fmt_forced, "") if fmt_forced else detect_format(p)
+        if fmt is None:
+            errors.append(IngestError(rel, None, why))
+            continue
+        key, size = _file_key(p, rel, fmt, fp)
+        tasks = plan_tasks(p, rel, fmt, chunk_bytes or _chunk_default())
+        entries.append(_FileEntry(p, rel, fmt, size, key, tasks))
+
+    total_bytes = sum(e.size for e in entries)
+    todo: list[tuple[_FileEntry, FileTask]] = []
+    for e in entries:
+        pdir = parts_root / e.key
+        done = _load_done(pdir, len(e.tasks)) if incremental else None
+        if done is not None:
+            e.reused, e.stats = True, done
+        else:
+            if pdir.exists():
+                shutil.rmtree(pdir)
+            todo.extend((e, t) for t in e.tasks)
+    _run_tasks(todo, opts, parts_root, jobs, progress, total_bytes, sum(e.size for e in entries if e.reused))
+    for e in entries:
+        if not e.reused:
+            e.stats = _load_done(parts_root / e.key, len(e.tasks)) or []
+
+    # duplicates: identical content in two files (e.g. the same step copied twice) → keep the first
+    seen: dict[str, str] = {}
+    by_step: dict[tuple[str, int], list[str]] = defaultdict(list)
+    keep: list[_FileEntry] = []
+    for e in entries:
+        e.sha = _content_hash(e.path)
+        if e.sha in seen:
+            errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.sha]} (identical content); skipped"))
+            continue
+        seen[e.sha] = e.rel
+        keep.append(e)
+        if e.fmt != "openai_messages":
+            for s in e.stats:
+                for split in s.get("splits", []):
+                    if s.get("min_step") is not None and len(e.tasks) == 1:
+                        by_step[(split, s["min_step"])].append(e.rel)
+    for (split, step), rels in sorted(by_step.items()):
+        if len(rels) > 1:
+            errors.append(IngestError(rels[-1], None, f"{split} step {step} also appears in {', '.join(rels[:-1])} (different content); both kept"))
+
+    out.mkdir(parents=True, exist_ok=True)
+    keep.sort(key=lambda e: (min((s["min_step"] for s in e.stats if s.get("min_step") is not None), default=1 << 62), e.rel))
+    _merge_parts(keep, parts_root, out, errors)
+    _prune_parts(parts_root, {e.key for e in entries})
+
+    steps = steps_table(out)
+    write_table(STEPS, steps, table_path(out, "steps"))
+    summary = _summarise(out, keep, steps, time.perf_counter() - t0)
+    manifest = {
+        "trajlab_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+        "rules_hash": rules_hash(rdirs),
+        "options": {
+            "tool_format": tool_format,
+            "tools": str(tools) if isinstance(tools, (str, Path)) else (None if tools is None else "<list>"),
+            "input_format": fmt_forced,
+            "rules_dirs": list(rdirs),
+        },
+        "inputs": [
+            {
+                "path": str(e.path),
+                "rel": e.rel,
+                "format": e.fmt,
+                "size": e.size,
+                "mtime_ns": e.path.stat().st_mtime_ns,
+                "blake2b": e.sha,
+                "records": sum(s["records"] for s in e.stats),
+                "reused": e.reused,
+            }
+            for e in entries
+        ],
+        "tables": {s.name: f"{s.name}.parquet" for s in (*PART_TABLES, STEPS)},
+        "summary": {k: v for k, v in summary.to_dict().items() if k not in ("steps", "elapsed_s", "files_reused")},
+    }
+    atomic_write_json(out / "manifest.json", manifest)
+    if strict and summary.ingest_errors:
+        raise InputError(
+            f"{summary.ingest_errors} ingest error(s) (--strict); first: {summary.ingest_error_examples[0]}",
+            hint=f"see {table_path(out, 'ingest_errors')}",
+        )
+    return summary
+
+
+def _chunk_default() -> int:
+    from trajlab.ingest import CHUNK_BYTES
+
+    return CHUNK_BYTES
+
+
+def _run_tasks(
+    todo: list[tuple[_FileEntry, FileTask]],
+    opts: ScanOptions,
+    parts_root: Path,
+    jobs: int,
+    progress: bool,
+    total_bytes: int,
+    done_bytes: int,
+) -> None:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    from trajlab.console import err_console
+
+    prog = Progress(
+        TextColumn("scan"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TextColumn("{task.fields[files]} files"),
+        TimeRemainingColumn(),
+        console=err_console,
+        disable=not progress or not todo,
+        transient=True,
+    )
+    n_files_total = len({id(e) for e, _ in todo})
+    remaining = defaultdict(int)
+    for e, _ in todo:
+        remaining[id(e)] += 1
+    files_done = 0
+    with prog:
+        bar = prog.add_task("scan", total=max(total_bytes, 1), completed=done_bytes, files=f"0/{n_files_total}")
+
+        def finished(e: _FileEntry, t: FileTask) -> None:
+            nonlocal files_done
+            remaining[id(e)] -= 1
+            if remaining[id(e)] == 0:
+                files_done += 1
+            prog.update(bar, advance=t.end - t.start, files=f"{files_done}/{n_files_total}")
+
+        n_jobs = jobs if jobs > 0 else (os.cpu_count() or 1)
+        small = sum(t.end - t.start for _, t in todo) < _IN_PROCESS_BYTES
+        if n_jobs == 1 or len(todo) <= 1 or small:
+            for e, t in todo:
+                process_task(t, opts, str(parts_root / e.key))
+                finished(e, t)
+            return
+        import multiprocessing as mp
+
+        with ProcessPoolExecutor(max_workers=min(n_jobs, len(todo)), mp_context=mp.get_context("spawn")) as ex:
+            futs = {ex.submit(process_task, t, opts, str(parts_root / e.key)): (e, t) for e, t in todo}
+            for f in as_completed(futs):
+                f.result()
+                finished(*futs[f])
+
+
+def _merge_parts(keep: list[_FileEntry], parts_root: Path, out: Path, errors: list[IngestError]) -> None:
+    """Stream every part of every table into ``out/<table>.parquet`` (one part in memory at a time)."""
+    import tempfile
+
+    for spec in PART_TABLES:
+        final = table_path(out, spec.name)
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=out)
+        os.close(fd)
+        try:
+            with pq.ParquetWriter(tmp, spec.schema, compression="zstd", write_statistics=True) as w:
+                if spec is INGEST_ERRORS and errors:
+                    w.write_table(sort_table(spec, to_table(spec, [asdict(x) for x in errors])))
+                for e in keep:
+                    for i in range(len(e.tasks)):
+                        p = parts_root / e.key / f"{i:05d}.{spec.name}.parquet"
+                        t = pq.read_table(p, schema=spec.schema)
+                        if t.num_rows:
+                            w.write_table(t, row_group_size=64 * 1024)
+            os.replace(tmp, final)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _prune_parts(parts_root: Path, live: set[str]) -> None:
+    if not parts_root.is_dir():
+        return
+    for d in parts_root.iterdir():
+        if d.is_dir() and d.name not in live:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _summarise(out: Path, keep: list[_FileEntry], steps: pa.Table, elapsed: float) -> ScanSummary:
+    import polars as pl
+
+    s = ScanSummary(out=str(out))
+    s.files = len(keep)
+    s.files_reused = sum(1 for e in keep if e.reused)
+    s.bytes = sum(e.size for e in keep)
+    traj = pl.scan_parquet(table_path(out, "trajectories")).select(
+        pl.len().alias("n"),
+        pl.col("n_calls").sum().alias("calls"),
+        pl.col("n_malformed_calls").sum().alias("bad"),
+        (pl.col("n_malformed_calls") > 0).sum().alias("twm"),
+        pl.col("has_final_answer").mean().alias("far"),
+        pl.col("schema_checked").mean().alias("sc"),
+    ).collect().row(0, named=True)
+    s.trajectories = int(traj["n"])
+    s.calls = int(traj["calls"] or 0)
+    s.malformed_calls = int(traj["bad"] or 0)
+    s.trajectories_with_malformed = int(traj["twm"] or 0)
+    s.malformed_rate = s.malformed_calls / s.calls if s.calls else None
+    s.final_answer_rate = traj["far"]
+    s.schema_checked_rate = traj["sc"]
+    cats = (
+        pl.scan_parquet(table_path(out, "calls"))
+        .filter(pl.col("status") == "malformed")
+        .select(pl.col("categories").explode().alias("category"))
+        .drop_nulls()
+        .group_by("category")
+        .len()
+        .sort(["len", "category"], descending=[True, False])
+        .collect()
+    )
+    s.top_categories = [(r[0], int(r[1])) for r in cats.iter_rows()]
+    errs = pl.read_parquet(table_path(out, "ingest_errors"))
+    s.ingest_errors = errs.height
+    s.ingest_error_examples = [
+        f"{r['source_path']}:{r['line'] if r['line'] is not None else '-'}: {r['reason']}" for r in errs.head(5).iter_rows(named=True)
+    ]
+    s.steps = [
+        {
+            "split": r["split"],
+            "step": r["step"],
+            "trajectories": r["trajectories"],
+            "calls": r["calls"],
+            "malformed_calls": r["malformed_calls"],
+            "malformed_rate": r["malformed_rate"],
+            "mean_score": r["mean_score"],
+            "final_answer_rate": r["final_answer_rate"],
+        }
+        for r in steps.select([c for c in steps.column_names if c != "category_counts"]).to_pylist()
+    ]
+    s.early_warning = early_warning(steps)
+    s.elapsed_s = round(elapsed, 3)
+    return s

@@ -1,0 +1,121 @@
+"""Rich rendering of a :class:`~trajlab.scan.ScanSummary`: totals, categories, the per-step chart, early warning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+BLOCKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float | None], vmax: float | None = None) -> str:
+    """One block character per value, scaled to ``vmax`` (a blank for missing values)."""
+    vals = [v for v in values if v is not None]
+    top = vmax if vmax else (max(vals) if vals else 0.0)
+    if top <= 0:
+        return "".join(" " if v is None else BLOCKS[0] for v in values)
+    return "".join(" " if v is None else BLOCKS[min(len(BLOCKS) - 1, int(v / top * (len(BLOCKS) - 1) + 0.5))] for v in values)
+
+
+def _buckets(rows: list[dict[str, Any]], n: int) -> list[list[dict[str, Any]]]:
+    if len(rows) <= n:
+        return [[r] for r in rows]
+    size = -(-len(rows) // n)
+    return [rows[i : i + size] for i in range(0, len(rows), size)]
+
+
+def render_summary(summary: Any, category_steps: dict[tuple[str, int], dict[str, int]] | None = None) -> Group:
+    s = summary
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    rate = f"{s.malformed_rate:.1%}" if s.malformed_rate is not None else "n/a (no calls)"
+    head.add_row("files", f"{s.files} ({s.files_reused} unchanged, reused)" if s.files_reused else str(s.files))
+    head.add_row("trajectories", f"{s.trajectories:,}")
+    head.add_row("tool calls", f"{s.calls:,}")
+    head.add_row("malformed calls", f"{s.malformed_calls:,}  ({rate})")
+    head.add_row("trajectories with a malformed call", f"{s.trajectories_with_malformed:,}")
+    if s.final_answer_rate is not None:
+        head.add_row("final-answer rate", f"{s.final_answer_rate:.1%}")
+    if s.schema_checked_rate is not None and s.schema_checked_rate < 1.0:
+        head.add_row(
+            "schema checks",
+            Text(f"skipped for {1 - s.schema_checked_rate:.0%} of trajectories (no tool schema: pass --tools FILE)", style="yellow"),
+        )
+    if s.ingest_errors:
+        head.add_row("ingest errors", Text(f"{s.ingest_errors} (see ingest_errors.parquet)", style="yellow"))
+    parts: list[Any] = [head]
+
+    if s.top_categories:
+        cat = Table(title="malformed calls by category", title_justify="left", box=None, pad_edge=False)
+        cat.add_column("category")
+        cat.add_column("calls", justify="right")
+        cat.add_column("share", justify="right")
+        for name, n in s.top_categories[:10]:
+            cat.add_row(name, f"{n:,}", f"{n / max(s.malformed_calls, 1):.0%}")
+        parts.append(cat)
+
+    for split in sorted({r["split"] for r in s.steps}):
+        rows = [r for r in s.steps if r["split"] == split and r["step"] is not None]
+        if len(rows) < 2:
+            continue
+        rates = [r["malformed_rate"] for r in rows]
+        spark = sparkline(rates)
+        vmax = max((x for x in rates if x is not None), default=0.0)
+        t = Table(
+            title=f"{split}: malformed-call rate per step (steps {rows[0]['step']}..{rows[-1]['step']}, max {vmax:.0%})",
+            title_justify="left",
+            box=None,
+            pad_edge=False,
+        )
+        t.add_column("steps")
+        t.add_column("calls", justify="right")
+        t.add_column("malformed", justify="right")
+        t.add_column("rate", justify="right")
+        t.add_column("", no_wrap=True)
+        t.add_column("top categories")
+        ew = s.early_warning if s.early_warning and s.early_warning.get("split") == split else None
+        for b in _buckets(rows, 12):
+            c = sum(r["calls"] for r in b)
+            m = sum(r["malformed_calls"] for r in b)
+            r_ = m / c if c else None
+            label = f"{b[0]['step']}" if len(b) == 1 else f"{b[0]['step']}-{b[-1]['step']}"
+            mark = ""
+            if ew and b[0]["step"] <= ew["step"] <= b[-1]["step"]:
+                label += " ⚠"
+                mark = "bold red"
+            cats = ""
+            if category_steps:
+                agg: dict[str, int] = {}
+                for r in b:
+                    for k, v in category_steps.get((split, r["step"]), {}).items():
+                        agg[k] = agg.get(k, 0) + v
+                cats = ", ".join(f"{k} {v}" for k, v in sorted(agg.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
+            bar = "█" * int(round((r_ or 0) / vmax * 20)) if vmax else ""
+            t.add_row(Text(label, style=mark), f"{c:,}", f"{m:,}", f"{r_:.1%}" if r_ is not None else "-", bar, cats)
+        parts.append(Text(f"{split} per step: {spark}"))
+        parts.append(t)
+
+    if s.early_warning:
+        ew = s.early_warning
+        parts.append(
+            Text.assemble(
+                ("early warning: ", "bold red"),
+                f"{ew['split']} step {ew['step']} — malformed rate {ew['window_rate']:.1%} over steps "
+                f"{ew['window'][0]}..{ew['window'][-1]} vs baseline {ew['baseline_rate']:.1%} "
+                f"(p = {ew['p_value']:.1e}; {ew['statistic']})",
+            )
+        )
+    elif s.steps:
+        parts.append(Text("early warning: none (no step rises significantly above its earlier baseline)", style="green"))
+    for ex in s.ingest_error_examples[:3]:
+        parts.append(Text(f"ingest error: {ex}", style="yellow"))
+    return Group(Panel(Group(*parts), title=f"trajlab scan → {s.out}", title_align="left"))
+
+
+def print_summary(summary: Any, console: Console, category_steps: dict | None = None) -> None:
+    console.print(render_summary(summary, category_steps))
