@@ -66,7 +66,8 @@ def test_all_tables_written_with_documented_schema(scanned):
     for name, spec in SCAN_TABLES.items():
         t = pq.read_table(out / f"{name}.parquet")
         assert t.schema.equals(spec.schema, check_metadata=False), name
-        assert pq.ParquetFile(out / f"{name}.parquet").metadata.row_group(0).column(0).compression == "ZSTD" or t.num_rows == 0
+        if t.num_rows:
+            assert pq.ParquetFile(out / f"{name}.parquet").metadata.row_group(0).column(0).compression == "ZSTD"
     m = json.loads((out / "manifest.json").read_text())
     assert m["schema_version"] == "1.0" and m["trajlab_version"]
     assert len(m["inputs"]) == 31 and all(i["blake2b"] for i in m["inputs"])

@@ -501,8 +501,38 @@ def _run_tasks(
                 finished(*futs[f])
 
 
+#: rows per row group of each merged table (fixed, so output bytes do not depend on how input was chunked)
+ROW_GROUP_ROWS = {"trajectories": 2048, "turns": 16384}
+DEFAULT_ROW_GROUP_ROWS = 65536
+
+
+class _RowGroupWriter:
+    """Write tables into row groups of exactly ``n`` rows (the last one shorter), whatever the input sizes."""
+
+    def __init__(self, writer: pq.ParquetWriter, n: int) -> None:
+        self.w, self.n, self.pending, self.rows = writer, n, [], 0
+
+    def add(self, t: pa.Table) -> None:
+        if not t.num_rows:
+            return
+        self.pending.append(t)
+        self.rows += t.num_rows
+        if self.rows >= self.n:
+            whole = pa.concat_tables(self.pending).combine_chunks()
+            k = (whole.num_rows // self.n) * self.n
+            for i in range(0, k, self.n):
+                self.w.write_table(whole.slice(i, self.n), row_group_size=self.n)
+            rest = whole.slice(k)
+            self.pending, self.rows = ([rest] if rest.num_rows else []), rest.num_rows
+
+    def close(self) -> None:
+        if self.rows:
+            self.w.write_table(pa.concat_tables(self.pending).combine_chunks(), row_group_size=self.n)
+        self.pending, self.rows = [], 0
+
+
 def _merge_parts(keep: list[_FileEntry], parts_root: Path, out: Path, errors: list[IngestError]) -> None:
-    """Stream every part of every table into ``out/<table>.parquet`` (one part in memory at a time)."""
+    """Stream every part of every table into ``out/<table>.parquet`` (bounded memory: a row group at a time)."""
     import tempfile
 
     for spec in PART_TABLES:
@@ -511,14 +541,13 @@ def _merge_parts(keep: list[_FileEntry], parts_root: Path, out: Path, errors: li
         os.close(fd)
         try:
             with pq.ParquetWriter(tmp, spec.schema, compression="zstd", write_statistics=True) as w:
+                rg = _RowGroupWriter(w, ROW_GROUP_ROWS.get(spec.name, DEFAULT_ROW_GROUP_ROWS))
                 if spec is INGEST_ERRORS and errors:
-                    w.write_table(sort_table(spec, to_table(spec, [asdict(x) for x in errors])))
+                    rg.add(sort_table(spec, to_table(spec, [asdict(x) for x in errors])))
                 for e in keep:
                     for i in range(len(e.tasks)):
-                        p = parts_root / e.key / f"{i:05d}.{spec.name}.parquet"
-                        t = pq.read_table(p, schema=spec.schema)
-                        if t.num_rows:
-                            w.write_table(t, row_group_size=64 * 1024)
+                        rg.add(pq.read_table(parts_root / e.key / f"{i:05d}.{spec.name}.parquet", schema=spec.schema))
+                rg.close()
             os.replace(tmp, final)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -558,7 +587,8 @@ def _summarise(out: Path, keep: list[_FileEntry], steps: pa.Table, elapsed: floa
     cats = (
         pl.scan_parquet(table_path(out, "calls"))
         .filter(pl.col("status") == "malformed")
-        .select(pl.col("categories").explode().alias("category"))
+        .select(pl.col("categories").alias("category"))
+        .explode("category")
         .drop_nulls()
         .group_by("category")
         .len()

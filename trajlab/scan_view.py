@@ -64,7 +64,15 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, int], dict[str,
         if len(rows) < 2:
             continue
         rates = [r["malformed_rate"] for r in rows]
-        spark = sparkline(rates)
+        width = 60
+        if len(rates) > width:  # pool neighbouring steps so the line fits
+            groups = _buckets(rows, width)
+            spark_rates = [
+                (sum(r["malformed_calls"] for r in g) / c) if (c := sum(r["calls"] for r in g)) else None for g in groups
+            ]
+        else:
+            spark_rates = rates
+        spark = sparkline(spark_rates)
         vmax = max((x for x in rates if x is not None), default=0.0)
         t = Table(
             title=f"{split}: malformed-call rate per step (steps {rows[0]['step']}..{rows[-1]['step']}, max {vmax:.0%})",
@@ -77,7 +85,7 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, int], dict[str,
         t.add_column("malformed", justify="right")
         t.add_column("rate", justify="right")
         t.add_column("", no_wrap=True)
-        t.add_column("top categories")
+        t.add_column("top categories", overflow="ellipsis", no_wrap=True)
         ew = s.early_warning if s.early_warning and s.early_warning.get("split") == split else None
         for b in _buckets(rows, 12):
             c = sum(r["calls"] for r in b)
@@ -94,10 +102,10 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, int], dict[str,
                 for r in b:
                     for k, v in category_steps.get((split, r["step"]), {}).items():
                         agg[k] = agg.get(k, 0) + v
-                cats = ", ".join(f"{k} {v}" for k, v in sorted(agg.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
+                cats = ", ".join(f"{k} {v}" for k, v in sorted(agg.items(), key=lambda kv: (-kv[1], kv[0]))[:2])
             bar = "█" * int(round((r_ or 0) / vmax * 20)) if vmax else ""
             t.add_row(Text(label, style=mark), f"{c:,}", f"{m:,}", f"{r_:.1%}" if r_ is not None else "-", bar, cats)
-        parts.append(Text(f"{split} per step: {spark}"))
+        parts.append(Text(f"{split} malformed rate {rows[0]['step']}→{rows[-1]['step']}: {spark}", no_wrap=True))
         parts.append(t)
 
     if s.early_warning:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 
 #: Bumped whenever a column is added, removed, renamed or changes type.
@@ -86,7 +87,7 @@ TRAJECTORIES = TableSpec(
         C("tools", STR, "JSON list of tool schemas ({name, description, parameters}) or null"),
         C("extra", STR, "JSON object of every source key trajlab does not map to a column"),
     ),
-    ("split", "step", "source_path", "source_line"),
+    (),  # source order: files by first step then path, records by line
 )
 
 TURNS = TableSpec(
@@ -100,7 +101,7 @@ TURNS = TableSpec(
         C("char_start", I64, "offset into trajectories.output", False),
         C("char_end", I64, "end offset (exclusive)", False),
     ),
-    ("trajectory_id", "turn_index"),
+    (),  # source order: files by first step then path, records by line
 )
 
 CALLS = TableSpec(
@@ -126,7 +127,7 @@ CALLS = TableSpec(
         C("repaired_arguments", STR, "JSON of the repaired call's parsed arguments"),
         C("repair_note", STR, "why there is, or is not, a repair"),
     ),
-    ("trajectory_id", "turn_index", "call_index"),
+    (),  # source order: files by first step then path, records by line
 )
 
 FINDINGS = TableSpec(
@@ -145,7 +146,7 @@ FINDINGS = TableSpec(
         C("message", STR, "explanation (from the taxonomy's template)", False),
         C("rule_id", STR, "rule that fired", False),
     ),
-    ("trajectory_id", "turn_index", "char_start", "category", "rule_id"),
+    (),  # source order: files by first step then path, records by line
 )
 
 STEPS = TableSpec(
@@ -207,7 +208,7 @@ def sort_table(spec: TableSpec, table: pa.Table) -> pa.Table:
     if not spec.sort_key or table.num_rows == 0:
         return table
     keys = [(k, "ascending") for k in spec.sort_key]
-    idx = pa.compute.sort_indices(table, sort_keys=keys, null_placement="at_start")
+    idx = pa.compute.sort_indices(table, sort_keys=keys)
     return table.take(idx)
 
 

@@ -47,7 +47,8 @@ def steps_table(out: Path | str) -> pa.Table:
     cats = (
         pl.scan_parquet(table_path(out, "calls"))
         .filter(pl.col("status") == "malformed")
-        .select("split", "step", pl.col("categories").explode().alias("category"))
+        .select("split", "step", pl.col("categories").alias("category"))
+        .explode("category")
         .drop_nulls("category")
         .group_by(["split", "step", "category"])
         .agg(pl.len().cast(pl.Int64).alias("n"))

@@ -18,34 +18,56 @@ import re
 
 from trajlab.model import Turn
 
-_IM_END = r"(?:<\|im_end\|>)?"
-_IM_START = r"(?:<\|im_start\|>)?"
-TOOL_BLOCK_START = re.compile(_IM_END + r"\n?" + _IM_START + r"user\n(?=<tool_response>)")
-TOOL_BLOCK_END = re.compile(
-    r"</tool_response>" + _IM_END + r"\n" + _IM_START + r"assistant\n(?:<think>\n\n</think>\n\n)?"
-)
+_ANCHOR = "user\n<tool_response>"
+_END_TAIL = re.compile(r"(?:<\|im_end\|>)?\n(?:<\|im_start\|>)?assistant\n(?:<think>\n\n</think>\n\n)?")
 _SPECIAL_TAIL = re.compile(r"(?:<\|im_end\|>|<\|endoftext\|>)+\s*$")
+
+
+def _block_start(output: str, anchor: int) -> int:
+    """Extend a ``user\\n<tool_response>`` anchor back over ``\\n``, ``<|im_start|>`` and ``<|im_end|>``."""
+    i = anchor
+    if output.startswith("<|im_start|>", i - 12):
+        i -= 12
+    if i > 0 and output[i - 1] == "\n":
+        i -= 1
+    if output.startswith("<|im_end|>", i - 10):
+        i -= 10
+    return i
+
+
+def _block_end(output: str, pos: int) -> int | None:
+    """End of the tool block that starts before ``pos``: after the next ``</tool_response>`` that is
+    followed by the next turn's ``assistant\\n`` header."""
+    while True:
+        j = output.find("</tool_response>", pos)
+        if j < 0:
+            return None
+        m = _END_TAIL.match(output, j + 16)
+        if m:
+            return m.end()
+        pos = j + 16
 
 
 def split_turns(output: str) -> list[Turn]:
     """Split ``output`` into alternating ``assistant`` / ``tool`` turns whose texts tile it exactly.
 
-    An output with no tool response is a single assistant turn (possibly empty).
+    An output with no tool response is a single assistant turn (possibly empty). Only ``str.find`` and
+    anchored matches are used, so the cost is linear in the output length.
     """
-    turns: list[Turn] = []
-    pos = 0
     n = len(output)
     if "<tool_response>" not in output:
         return [Turn(0, "assistant", output, 0, n)]
-    while pos <= n:
-        m = TOOL_BLOCK_START.search(output, pos)
-        if m is None:
+    turns: list[Turn] = []
+    pos = 0
+    while True:
+        a = output.find(_ANCHOR, pos)
+        if a < 0:
             turns.append(Turn(len(turns), "assistant", output[pos:], pos, n))
             break
-        a_end = m.start()
+        a_end = max(_block_start(output, a), pos)
         turns.append(Turn(len(turns), "assistant", output[pos:a_end], pos, a_end))
-        e = TOOL_BLOCK_END.search(output, m.end())
-        t_end = e.end() if e else n
+        e = _block_end(output, a + len(_ANCHOR))
+        t_end = n if e is None else e
         turns.append(Turn(len(turns), "tool", output[a_end:t_end], a_end, t_end))
         if e is None:
             break

@@ -1,0 +1,56 @@
+"""Packaging: the wheel carries every subpackage and the rule packs; the CLI starts without torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_subpackage_is_listed_in_pyproject():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "trajlab").rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert on_disk <= listed, f"add to pyproject [tool.setuptools] packages: {sorted(on_disk - listed)}"
+
+
+@pytest.mark.slow
+def test_wheel_ships_rules(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    (whl,) = tmp_path.glob("trajlab-*.whl")
+    names = set(zipfile.ZipFile(whl).namelist())
+    rule_files = {f"trajlab/rules/{p.relative_to(ROOT / 'rules').as_posix()}" for p in (ROOT / "rules").rglob("*.yaml")}
+    assert rule_files and rule_files <= names, sorted(rule_files - names)
+    assert "trajlab/cli.py" in names
+
+
+def test_cli_help_does_not_import_torch():
+    code = (
+        "import sys; from trajlab.cli import main; rc = main(['--help']); "
+        "heavy = [m for m in ('torch', 'transformers', 'datasets', 'matplotlib') if m in sys.modules]; "
+        "print('HEAVY', heavy); sys.exit(rc)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "HEAVY []" in r.stdout
+    assert "scan" in r.stdout
+
+
+def test_library_api_mirrors_commands():
+    import trajlab
+
+    for name in ("scan", "analyze_turn", "rescore", "build_sft_pool", "connect", "sql", "report", "show"):
+        assert callable(getattr(trajlab, name)), name
