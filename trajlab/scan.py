@@ -41,6 +41,7 @@ from trajlab.tables import (
     TURNS,
     TableSpec,
     atomic_write_json,
+    make_readable,
     sort_table,
     table_path,
     to_table,
@@ -548,6 +549,7 @@ def _merge_parts(keep: list[_FileEntry], parts_root: Path, out: Path, errors: li
                     for i in range(len(e.tasks)):
                         rg.add(pq.read_table(parts_root / e.key / f"{i:05d}.{spec.name}.parquet", schema=spec.schema))
                 rg.close()
+            make_readable(tmp)
             os.replace(tmp, final)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -212,6 +212,17 @@ def sort_table(spec: TableSpec, table: pa.Table) -> pa.Table:
     return table.take(idx)
 
 
+def _umask_mode() -> int:
+    um = os.umask(0)
+    os.umask(um)
+    return 0o666 & ~um
+
+
+def make_readable(tmp: str | Path) -> None:
+    """Give a ``mkstemp`` file (created 0600) the mode a normal file would get under the current umask."""
+    os.chmod(tmp, _umask_mode())
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -220,6 +231,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        make_readable(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -251,6 +263,7 @@ def write_table(spec: TableSpec, table: pa.Table | Sequence[dict[str, Any]], pat
             use_dictionary=True,
             row_group_size=64 * 1024,
         )
+        make_readable(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

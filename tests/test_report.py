@@ -1,0 +1,197 @@
+"""trajlab.report / `trajlab report`: a self-contained HTML page with real charts, checked in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from test_query_fixture import build_run
+
+from trajlab.cli import main
+from trajlab.report import report
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_run(tmp_path_factory.mktemp("rep") / "run")
+
+
+@pytest.fixture(scope="module")
+def page(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return report(run, tmp_path_factory.mktemp("html") / "report.html")
+
+
+class _Scan(HTMLParser):
+    """Collects what the tests look at: external references, scripts, charts and their SVG texts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[str] = []
+        self.tags: list[str] = []
+        self.charts: list[str] = []
+        self.svg_text: dict[str, list[str]] = {}
+        self._chart: str | None = None
+        self._in_text = 0
+        self.examples: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        self.tags.append(tag)
+        for k in ("src", "href", "xlink:href", "action", "data"):
+            v = a.get(k)
+            if v and not v.startswith(("#", "data:")):
+                self.refs.append(f"{tag} {k}={v}")
+        if tag == "figure" and "chart" in (a.get("class") or ""):
+            self._chart = a.get("data-chart") or "?"
+            self.charts.append(self._chart)
+            self.svg_text[self._chart] = []
+        if tag == "text" and self._chart:
+            self._in_text += 1
+        if tag == "article" and a.get("data-category"):
+            self.examples.append(a["data-category"] or "")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "figure":
+            self._chart = None
+        if tag == "text" and self._in_text:
+            self._in_text -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._in_text and self._chart and data.strip():
+            self.svg_text[self._chart].append(data.strip())
+
+
+def _scan(path: Path) -> _Scan:
+    s = _Scan()
+    s.feed(path.read_text(encoding="utf-8"))
+    return s
+
+
+def test_page_is_self_contained_and_has_labelled_charts(page: Path, run: Path) -> None:
+    html = page.read_text(encoding="utf-8")
+    s = _scan(page)
+    assert s.refs == []  # nothing loaded from anywhere: no CDN, no file, no font
+    assert "link" not in s.tags and "iframe" not in s.tags and "img" not in s.tags
+    assert "Content-Security-Policy" in html and "default-src 'none'" in html
+    assert s.charts == ["overview", "categories"]
+    ov, cat = (" ".join(s.svg_text[c]) for c in s.charts)
+    for label in ("training step", "% of tool calls", "mean score", "reward", "final answer"):
+        assert label in ov, label
+    assert "training step" in cat and "% of tool calls" in cat
+    cats = [r["category"] for r in pq.read_table(run / "findings.parquet", columns=["category"]).to_pylist()]
+    for c in set(cats):
+        assert c in cat  # legend entry per category
+    assert sorted(s.examples) == sorted(set(cats))  # one example per category
+
+
+def test_early_warning_is_marked_and_the_rate_rises_after_it(page: Path, run: Path) -> None:
+    ew = json.loads((run / "manifest.json").read_text())["summary"]["early_warning"]
+    assert ew is not None
+    s = _scan(page)
+    for chart in ("overview", "categories"):
+        texts = " ".join(s.svg_text[chart])
+        assert f"step {ew['step']}" in texts and "early warning" in texts
+    html = page.read_text(encoding="utf-8")
+    assert f"Early warning at step {ew['step']}" in html
+    m = re.search(r"Before step (\d+) ([\d.]+)% of tool calls were malformed; from step \d+ on, ([\d.]+)%", html)
+    assert m and int(m.group(1)) == ew["step"]
+    assert float(m.group(3)) > 3 * float(m.group(2))
+
+
+def test_example_shows_the_span_highlighted_next_to_the_repair(page: Path, run: Path) -> None:
+    html = page.read_text(encoding="utf-8")
+    block = re.search(r'<article class="ex" data-category="garbled_function_name">.*?</article>', html, re.S)
+    assert block
+    marked = re.search(r"<mark[^>]*>(.*?)</mark>", block.group(0)).group(1)
+    names = {r["function_name"] for r in pq.read_table(run / "calls.parquet").to_pylist()}
+    assert marked in names and marked not in ("search_web", "fetch_page")
+    assert 'class="repair"' in block.group(0) and "trajlab show" in block.group(0)
+
+
+def test_report_without_rescore_has_no_rescore_section(page: Path) -> None:
+    assert 'id="rescore"' not in page.read_text(encoding="utf-8")
+
+
+def test_cli_and_deterministic_output(run: Path, page: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dest = tmp_path / "r.html"
+    assert main(["report", str(run), "-o", str(dest), "--title", "my run"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert "<title>my run</title>" in dest.read_text(encoding="utf-8")
+    again = report(run, tmp_path / "again.html")
+    assert again.read_bytes() == page.read_bytes()  # same tables, same bytes
+    assert main(["report", str(tmp_path / "missing"), "-o", str(dest)]) == 2
+
+
+def _chromium(html: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--disable-dev-shm-usage", f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr", "--v=0",
+           "--virtual-time-budget=5000", *args, html.resolve().as_uri()]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def _problems(proc: subprocess.CompletedProcess[str], dom: str) -> list[str]:
+    found = [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln]
+    m = re.search(r'data-js-errors="([^"]*)"', dom)
+    if m:
+        found.append(m.group(1))
+    return found
+
+
+@pytest.mark.chromium
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
+def test_renders_in_headless_chromium(page: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "report.png"
+    p = _chromium(page, tmp_path, f"--screenshot={shot}", "--window-size=1280,2400", "--hide-scrollbars")
+    assert p.returncode == 0, p.stderr[-2000:]
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert (width, height) == (1280, 2400) and len(png) > 50_000  # a real page, not a blank one
+    d = _chromium(page, tmp_path, "--dump-dom")
+    assert d.returncode == 0, d.stderr[-2000:]
+    n_charts = len(_scan(page).charts)
+    ready = re.search(r'data-charts-ready="(\d+)"', d.stdout)
+    assert ready and int(ready.group(1)) == n_charts == 2  # every chart drew a non-empty SVG
+    assert _problems(d, d.stdout) == []
+    # the detector does detect: the same page with a JS error and an external image reports both
+    broken = tmp_path / "broken.html"
+    broken.write_text(page.read_text(encoding="utf-8").replace(
+        "</main>", '<img src="https://cdn.example.com/x.png"><script>noSuchFunction();</script></main>'),
+        encoding="utf-8")
+    b = _chromium(broken, tmp_path, "--dump-dom")
+    problems = " ".join(_problems(b, b.stdout))
+    assert "noSuchFunction" in problems and "cdn.example.com" in problems
+
+
+def test_rolling_ratio_pools_calls_and_auto_window() -> None:
+    from trajlab.report.data import auto_window, rolling_ratio
+
+    assert rolling_ratio([1, 0, 3, None], [10, 0, 10, 5], 2) == [0.1, 0.1, 0.3, 0.3]
+    assert rolling_ratio([1, 2], [4, 4], 1) == [0.25, 0.5]
+    assert rolling_ratio([0], [0], 3) == [None]
+    assert auto_window([14] * 150) == 4  # ~50 calls per window
+    assert auto_window([200] * 150) == 1
+    assert auto_window([1] * 16) == 2  # at most 1/8 of the run
+    assert auto_window([]) == 1
+
+
+def test_empty_scan_gives_a_report_without_charts(tmp_path: Path) -> None:
+    from trajlab.tables import SCAN_TABLES, empty_table, write_table
+
+    out = tmp_path / "empty"
+    for name, spec in SCAN_TABLES.items():
+        write_table(spec, empty_table(spec), out / f"{name}.parquet")
+    page = report(out, tmp_path / "e.html")
+    s = _scan(page)
+    html = page.read_text(encoding="utf-8")
+    assert s.charts == [] and s.refs == []
+    assert "No early warning" in html and "No steps to plot" in html and "No findings" in html

@@ -1,0 +1,109 @@
+"""trajlab.show / `trajlab show`: a trajectory rendered with rich, captured from a real console."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.color import ColorSystem
+from rich.console import Console
+from rich.style import Style
+from test_query_fixture import build_run
+
+from trajlab.cli import main
+from trajlab.errors import TrajlabError
+from trajlab.query import sql
+from trajlab.show import STYLE_CALL, STYLE_SPAN, show
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_run(tmp_path_factory.mktemp("show") / "run")
+
+
+def _console() -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    return Console(file=buf, force_terminal=True, color_system="truecolor", width=200, legacy_windows=False), buf
+
+
+def _highlighted(text: str, base: str = STYLE_CALL, severity: str = "error") -> str:
+    """How rich writes ``text`` inside a call with a finding's highlight on it."""
+    style = Style.parse(base) + Style.parse(STYLE_SPAN[severity])
+    return style.render(text, color_system=ColorSystem.TRUECOLOR)
+
+
+def test_garbled_name_is_highlighted_in_place_with_its_finding_and_repair(run: Path) -> None:
+    f = sql(run, "SELECT trajectory_id, span, message, repaired, call_id FROM finding_spans "
+                 "WHERE category = 'garbled_function_name' AND NOT regexp_matches(span, '^[ -~]+$') "
+                 "ORDER BY step, trajectory_id LIMIT 1").to_pylist()[0]
+    con, buf = _console()
+    loaded = show(run, f["trajectory_id"], console=con)
+    out = buf.getvalue()
+    assert loaded.trajectory["trajectory_id"] == f["trajectory_id"]
+    # the garbled name itself carries the highlight, inside the tinted call, followed by its marker
+    assert _highlighted(f["span"]) in out
+    plain = _plain(out)
+    assert f"<function={f['span']}⟨1⟩>" in plain
+    assert "garbled_function_name" in plain and f["message"] in plain
+    # the repair is printed next to the call: its function line is the declared tool's
+    repaired_fn = next(line for line in f["repaired"].splitlines() if line.startswith("<function="))
+    assert repaired_fn in plain
+    # text outside any finding is not highlighted
+    assert _highlighted("<tool_call>") not in out
+
+
+def _plain(ansi: str) -> str:
+    from rich.text import Text
+
+    return Text.from_ansi(ansi).plain
+
+
+def test_stray_attribute_span_and_the_other_turns(run: Path) -> None:
+    f = sql(run, "SELECT trajectory_id, span FROM finding_spans WHERE category = 'stray_attribute' "
+                 "ORDER BY step LIMIT 1").to_pylist()[0]
+    con, buf = _console()
+    data = show(run, f["trajectory_id"], console=con)
+    out = buf.getvalue()
+    assert _highlighted(f["span"]) in out
+    plain = _plain(out)
+    for t in data.turns:  # every turn is shown with its role
+        assert f"turn {t['turn_index']} · {t['role']}" in plain
+
+
+def test_pick_by_step_and_index_follows_dump_order(run: Path) -> None:
+    step = sql(run, "SELECT step FROM steps ORDER BY malformed_rate DESC, step LIMIT 1").to_pylist()[0]["step"]
+    ids = [r["trajectory_id"] for r in sql(run, f"SELECT trajectory_id FROM trajectories_at({step})").to_pylist()]
+    con, buf = _console()
+    assert show(run, step=step, index=2, console=con).trajectory["trajectory_id"] == ids[2]
+    assert f"#2 of {len(ids)}" in _plain(buf.getvalue())
+    assert show(run, step=step, index=-1, console=_console()[0]).trajectory["trajectory_id"] == ids[-1]
+    assert show(run, step=step, console=_console()[0]).trajectory["trajectory_id"] == ids[0]
+    with pytest.raises(TrajlabError, match=f"step {step} has {len(ids)} trajectories"):
+        show(run, step=step, index=len(ids), console=_console()[0])
+    with pytest.raises(TrajlabError, match="no trajectories at step 7; nearest steps: 5, 10"):
+        show(run, step=7, console=_console()[0])
+
+
+def test_id_prefix_unknown_and_ambiguous(run: Path) -> None:
+    ids = sorted(r["trajectory_id"] for r in sql(run, "SELECT trajectory_id FROM trajectories").to_pylist())
+    target = ids[len(ids) // 2]
+    prefix = next(target[:k] for k in range(1, len(target) + 1)
+                  if sum(i.startswith(target[:k]) for i in ids) == 1)
+    assert show(run, prefix, console=_console()[0]).trajectory["trajectory_id"] == target
+    with pytest.raises(TrajlabError, match="ambiguous"):
+        show(run, target[:1], console=_console()[0])
+    with pytest.raises(TrajlabError, match="no trajectory with id 'zzz'"):
+        show(run, "zzz", console=_console()[0])
+    with pytest.raises(TrajlabError, match="not both"):
+        show(run, target, step=5, console=_console()[0])
+
+
+def test_cli(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tid = sql(run, "SELECT trajectory_id FROM trajectories WHERE n_malformed_calls > 0 LIMIT 1").to_pylist()[0]
+    assert main(["show", str(run), tid["trajectory_id"], "--prompt"]) == 0
+    out = capsys.readouterr().out
+    assert tid["trajectory_id"] in out and "prompt" in out and "repair" in out
+    assert main(["show", str(run), "no-such-id"]) == 2
+    err = capsys.readouterr().err
+    assert "no trajectory with id" in err and "Traceback" not in err

@@ -1,0 +1,41 @@
+"""``trajlab report``: write the self-contained HTML report of a scan (and its rescore results)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report")
+    def report_cmd(
+        out: Path = typer.Argument(..., metavar="OUT", show_default=False,
+                                   help="Output directory of `trajlab scan` (rescore/ inside it is included)."),
+        output: Path = typer.Option(Path("report.html"), "--output", "-o", help="HTML file to write."),
+        title: str | None = typer.Option(None, "--title", help="Page title (default: trajlab report: <OUT name>).",
+                                         show_default=False),
+        split: str | None = typer.Option(None, "--split", show_default=False,
+                                         help="Split to plot (default: train, else the split with most steps)."),
+        max_categories: int = typer.Option(8, "--max-categories", help="Category lines drawn; the rest are summed as 'other'."),
+        top_names: int = typer.Option(12, "--top-names", help="Garbled function names listed."),
+        examples: int = typer.Option(1, "--examples", help="Examples shown per category."),
+        window: int | None = typer.Option(None, "--window", show_default=False,
+                                          help="Steps pooled by the chart lines (default: enough for ~50 tool "
+                                               "calls; 1: every step on its own)."),
+    ) -> None:
+        """Write one self-contained HTML report (opens offline: inline SVG charts, no CDN).
+
+        It shows the run overview (trajectories, calls, malformed rate, final-answer rate, score over steps), the malformed-call rate per step by category with the early-warning step marked, the top garbled function names and their nearest tools, one example per category with the offending span highlighted next to its repair and, when `trajlab rescore` ran, the spike rates per checkpoint and the control tokens that moved most.
+
+        Example:
+
+          trajlab report out -o report.html
+        """
+        from trajlab.console import console
+        from trajlab.report import report
+
+        path = report(out, output, title=title, split=split, max_categories=max_categories, top_names=top_names,
+                      examples_per_category=examples, window=window)
+        size = path.stat().st_size
+        console.print(f"wrote [bold]{path}[/] ({size / 1024:.0f} KiB)", highlight=False)

@@ -1,0 +1,69 @@
+"""``trajlab report``: one self-contained HTML file with the run's curves, the early warning and examples.
+
+:func:`report` reads a scan output directory (and its rescore results when present) through the read-only
+DuckDB views of :mod:`trajlab.query`, draws the charts with matplotlib as inline SVG and writes a single
+HTML file that opens offline: no CDN, no external file, a Content-Security-Policy that forbids both.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from trajlab.errors import TrajlabError
+
+
+def report(out: Path | str, output_html: Path | str, *, title: str | None = None, split: str | None = None,
+           max_categories: int = 8, top_names: int = 12, examples_per_category: int = 1,
+           window: int | None = None) -> Path:
+    """Write the HTML report of the scan at ``out`` to ``output_html`` (atomically) and return its path.
+
+    Sections: run overview (trajectories, calls, malformed rate, final-answer rate, score over steps), the
+    malformed-call rate per step by category with the early-warning step marked, the top garbled function
+    names and their nearest tools, one example per category with the offending span highlighted next to its
+    repair, and, when rescore results exist, spike rates per checkpoint and the control tokens that moved most.
+    ``split`` picks the split plotted (default ``train``, else the one with most steps); ``max_categories``
+    panels are drawn (the rest are summed as "other"). ``window``: steps pooled by the charts' lines (default:
+    enough steps for about 50 tool calls; 1 plots every step on its own).
+
+    Example::
+
+        trajlab.report("out", "report.html")
+    """
+    from trajlab import __version__
+    from trajlab.query import default_file_mode
+    from trajlab.report import charts
+    from trajlab.report.data import collect
+    from trajlab.report.html import page
+    from trajlab.tables import atomic_write_bytes
+
+    if max_categories < 1 or top_names < 0 or examples_per_category < 0 or (window is not None and window < 1):
+        raise TrajlabError("--max-categories and --window must be >= 1; --top-names and --examples must be >= 0")
+    data = collect(out, split=split, max_categories=max_categories, top_names=top_names,
+                   examples_per_category=examples_per_category, window=window)
+    warn = data.early_warning.get("step") if data.early_warning else None
+    figs: dict[str, str] = {}
+    if data.steps:
+        col = {k: [st[k] for st in data.steps] for k in ("step", "calls", "malformed_calls", "trajectories",
+                                                          "mean_score", "final_answer_rate")}
+        figs["overview"] = charts.overview_chart(
+            col["step"], col["calls"], col["malformed_calls"], col["trajectories"], col["mean_score"],
+            col["final_answer_rate"], warn, data.split, window=data.window)
+        if data.categories:
+            figs["categories"] = charts.category_chart(
+                col["step"], col["calls"], data.categories, col["malformed_calls"], warn, data.split,
+                window=data.window)
+    r = data.rescore
+    if r is not None and r.checkpoints:
+        figs["spikes"] = charts.spike_chart(r.checkpoints, r.intrusion, r.dropout, r.units)
+        if r.moved:
+            figs["tokens"] = charts.token_shift_chart([m["token"] for m in r.moved], [m["delta"] for m in r.moved],
+                                                      r.checkpoints[0], r.checkpoints[-1], r.moved_units)
+    name = Path(out).resolve().name
+    doc = page(data, figs, title=title or f"trajlab report: {name}", version=__version__)
+    dest = Path(output_html)
+    if dest.is_dir():
+        raise TrajlabError(f"{dest}: is a directory; give the HTML file to write (-o report.html)")
+    atomic_write_bytes(dest, doc.encode("utf-8"))
+    os.chmod(dest, default_file_mode())  # the atomic write's temp file is 0600; a report is meant to be shared
+    return dest

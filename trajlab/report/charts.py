@@ -1,0 +1,236 @@
+"""The report's charts: matplotlib figures rendered to inline SVG (no files, no CDN, deterministic bytes).
+
+Every chart has a title, labelled axes with units, a legend when it has several series, and marks the
+early-warning step when there is one. Text stays text in the SVG (``svg.fonttype = none``), so it is crisp,
+searchable and small; the browser's sans-serif font draws it.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+from typing import Any
+
+#: Colour cycle (matplotlib's tab10, colour-blind friendlier order first).
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#bcbd22", "#7f7f7f"]
+WARN_COLOR = "#b00020"
+
+_RC = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "trajlab",
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica", "sans-serif"],
+    "font.size": 10.5,
+    "axes.titlesize": 12,
+    "axes.titleweight": "bold",
+    "axes.labelsize": 10.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "#dddddd",
+    "grid.linewidth": 0.8,
+    "legend.frameon": False,
+    "legend.fontsize": 9.5,
+}
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def to_svg(fig: Any) -> str:
+    """Serialise a figure to an ``<svg>`` element (XML prolog and comments stripped) and close it."""
+    plt = _plt()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<!--.*?-->", "", svg, flags=re.S)
+    # Let the page size it: keep the viewBox, drop the fixed width/height in pt.
+    svg = re.sub(r'(<svg[^>]*?)\swidth="[^"]*"\sheight="[^"]*"', r"\1", svg, count=1)
+    return svg.replace("<svg ", '<svg role="img" preserveAspectRatio="xMidYMid meet" ', 1)
+
+
+def _mark_warning(ax: Any, warn_step: int | None, label: bool = True) -> None:
+    if warn_step is None:
+        return
+    ax.axvline(warn_step, color=WARN_COLOR, linestyle="--", linewidth=1.4, zorder=5)
+    if label:
+        ax.annotate(f"early warning\nstep {warn_step}", xy=(warn_step, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(4, -4), textcoords="offset points", ha="left", va="top", color=WARN_COLOR,
+                    fontsize=9.5, fontweight="bold")
+
+
+def _pct_axis(ax: Any, top: float | None = None) -> None:
+    from matplotlib.ticker import PercentFormatter
+
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    ax.set_ylim(0, top if top else None)
+
+
+def _window_label(window: int) -> str:
+    return "per step" if window <= 1 else f"pooled over the last {window} steps"
+
+
+def overview_chart(steps: Sequence[int], calls: Sequence[int], malformed: Sequence[int],
+                   trajectories: Sequence[int], mean_score: Sequence[float | None],
+                   final_answer_rate: Sequence[float | None], warn_step: int | None, split: str,
+                   window: int = 1) -> str:
+    """Two stacked panels over training steps: the malformed-call rate; mean score and final-answer rate.
+
+    Each step's own value is a faint dot; the line pools the last ``window`` steps (calls or trajectories
+    summed), so a few calls per step do not turn the curve into noise.
+    """
+    from trajlab.report.data import rolling_ratio
+
+    plt = _plt()
+    raw_rate = [m / c if c else None for m, c in zip(malformed, calls, strict=True)]
+    rate = rolling_ratio(list(malformed), list(calls), window)
+    score_w = [None if s is None else s * n for s, n in zip(mean_score, trajectories, strict=True)]
+    score = rolling_ratio(score_w, list(trajectories), window)
+    far_w = [None if f is None else f * n for f, n in zip(final_answer_rate, trajectories, strict=True)]
+    far = rolling_ratio(far_w, list(trajectories), window)
+    pooled = _window_label(window)
+    with plt.rc_context(_RC):
+        fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9.5, 5.8), sharex=True, height_ratios=[1, 1])
+        if window > 1:
+            ax1.scatter(steps, _nan(raw_rate), s=9, color=PALETTE[1], alpha=0.3, linewidths=0, label="one step")
+        ax1.plot(steps, _nan(rate), color=PALETTE[1], linewidth=2.0, label=f"malformed calls, {pooled}")
+        _pct_axis(ax1, top=max(0.05, _max([*rate, *(raw_rate if window > 1 else [])]) * 1.12))
+        ax1.set_ylabel("malformed calls\n(% of tool calls)")
+        ax1.set_title(f"Run overview ({split} split)", loc="left")
+        ax1.legend(loc="upper left", bbox_to_anchor=(0.0, 0.9) if warn_step is not None else None)
+        _mark_warning(ax1, warn_step)
+        if window > 1:
+            ax2.scatter(steps, _nan(mean_score), s=9, color=PALETTE[0], alpha=0.3, linewidths=0)
+        ax2.plot(steps, _nan(score), color=PALETTE[0], linewidth=2.0, label=f"mean score (reward), {pooled}")
+        ax2.set_ylabel("mean score\n(reward per trajectory)")
+        ax3 = ax2.twinx()
+        ax3.plot(steps, _nan(far), color=PALETTE[2], linestyle="-.", linewidth=1.6,
+                 label="trajectories with a final answer")
+        _pct_axis(ax3, top=1.05)
+        ax3.set_ylabel("trajectories with a\nfinal answer (%)")
+        ax3.grid(False)
+        ax3.spines["right"].set_visible(True)
+        _mark_warning(ax2, warn_step, label=False)
+        h1, l1 = ax2.get_legend_handles_labels()
+        h2, l2 = ax3.get_legend_handles_labels()
+        ax2.legend(h1 + h2, l1 + l2, loc="upper center", bbox_to_anchor=(0.5, -0.28), ncols=2)
+        ax2.set_xlabel("training step")
+        fig.align_ylabels([ax1, ax2])
+        return to_svg(fig)
+
+
+def category_chart(steps: Sequence[int], calls: Sequence[int], counts: dict[str, Sequence[int]],
+                   malformed: Sequence[int], warn_step: int | None, split: str, window: int = 1) -> str:
+    """Small multiples: one panel per category with its share of tool calls over steps, on a shared y axis.
+
+    Every panel also draws the any-category rate in grey for scale and marks the early-warning step.
+    """
+    from trajlab.report.data import rolling_ratio
+
+    plt = _plt()
+    cats = list(counts)
+    n = max(1, len(cats))
+    ncols = 1 if n == 1 else 2 if n <= 4 else 3
+    nrows = -(-n // ncols)
+    total = rolling_ratio(list(malformed), list(calls), window)
+    series = {c: rolling_ratio(list(v), list(calls), window) for c, v in counts.items()}
+    top = max(0.05, _max(total) * 1.1)
+    with plt.rc_context(_RC):
+        fig, axes = plt.subplots(nrows, ncols, figsize=(9.5, 1.1 + 2.05 * nrows), sharex=True, sharey=True,
+                                 squeeze=False)
+        for i, ax in enumerate(axes.flat):
+            if i >= n:
+                ax.set_visible(False)
+                continue
+            if not cats:
+                break
+            c = cats[i]
+            ax.fill_between(steps, _nan(total), color="#bbbbbb", alpha=0.35, linewidth=0,
+                            label="any category" if i == 0 else None)
+            ax.plot(steps, _nan(series[c]), color=PALETTE[i % len(PALETTE)], linewidth=1.9)
+            ax.set_title(c if len(c) <= 28 else c[:27] + "…", loc="left", fontsize=10, fontweight="bold")
+            ax.set_title(f"{sum(counts[c]):,} calls", loc="right", fontsize=8.5, color="#444444")
+            _mark_warning(ax, warn_step, label=(i == 0))
+            _pct_axis(ax, top=top)
+            if i % ncols == 0:
+                ax.set_ylabel("% of tool calls")
+            if i >= n - ncols:
+                ax.set_xlabel("training step")
+                ax.xaxis.set_tick_params(labelbottom=True)
+        if cats:
+            axes.flat[0].legend(loc="upper left", bbox_to_anchor=(0.0, 0.78), fontsize=8.5)
+        fig.suptitle(f"Malformed-call rate by category ({split} split, {_window_label(window)})", x=0.01,
+                     ha="left", fontsize=12, fontweight="bold")
+        fig.tight_layout()
+        return to_svg(fig)
+
+
+def spike_chart(checkpoints: Sequence[str], intrusion: Sequence[float | None],
+                dropout: Sequence[float | None], units: str) -> str:
+    """Intrusion and dropout spike rates per checkpoint (grouped bars, checkpoints in training order)."""
+    plt = _plt()
+    import numpy as np
+
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(9.5, 3.9))
+        x = np.arange(len(checkpoints))
+        w = 0.38
+        b1 = ax.bar(x - w / 2, _nan(intrusion), w, color=PALETTE[3], label="intrusion (control-token mass at a content position)")
+        b2 = ax.bar(x + w / 2, _nan(dropout), w, color=PALETTE[4], label="dropout (a required control token made unlikely)")
+        for bars in (b1, b2):
+            ax.bar_label(bars, labels=[_pct_label(v) for v in bars.datavalues], fontsize=8.5, padding=2)
+        ax.set_xticks(x, checkpoints, rotation=20 if max((len(c) for c in checkpoints), default=0) > 10 else 0,
+                      ha="right" if max((len(c) for c in checkpoints), default=0) > 10 else "center")
+        _pct_axis(ax, top=max(0.01, _max([*intrusion, *dropout]) * 1.3))
+        ax.set_xlabel("checkpoint")
+        ax.set_ylabel(f"spikes\n(% of {units})")
+        ax.set_title("Control-token spike rates per checkpoint", loc="left")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22 if max((len(c) for c in checkpoints), default=0) <= 10
+                                                     else -0.42), ncols=2)
+        ax.grid(axis="x", visible=False)
+        return to_svg(fig)
+
+
+def token_shift_chart(tokens: Sequence[str], deltas: Sequence[float], first: str, last: str, units: str) -> str:
+    """Horizontal bars: the control tokens whose statistic moved most between two checkpoints."""
+    plt = _plt()
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(9.5, 0.9 + 0.36 * max(1, len(tokens))))
+        y = list(range(len(tokens)))[::-1]
+        colors = [PALETTE[1] if d > 0 else PALETTE[0] for d in deltas]
+        bars = ax.barh(y, deltas, color=colors, height=0.6)
+        ax.bar_label(bars, labels=[f"{d:+.3g}" for d in deltas], fontsize=8.5, padding=3)
+        ax.set_yticks(y, [repr(t)[1:-1] if t.strip() == t and t else repr(t) for t in tokens])
+        ax.axvline(0, color="#444444", linewidth=0.9)
+        ax.set_xlabel(f"change from {first} to {last} ({units})")
+        ax.set_title("Control tokens that moved most", loc="left")
+        ax.grid(axis="y", visible=False)
+        lo, hi = min([0.0, *deltas]), max([0.0, *deltas])
+        pad = (hi - lo) * 0.18 or 0.01
+        ax.set_xlim(lo - (pad if lo < 0 else 0), hi + (pad if hi > 0 else 0))
+        return to_svg(fig)
+
+
+def _nan(vals: Sequence[float | None]) -> list[float]:
+    return [float("nan") if v is None else float(v) for v in vals]
+
+
+def _max(vals: Sequence[float | None]) -> float:
+    good = [v for v in vals if v is not None and v == v]
+    return max(good) if good else 0.0
+
+
+def _pct_label(v: float) -> str:
+    if v != v:
+        return ""
+    return f"{v:.1%}" if v < 0.1 else f"{v:.0%}"

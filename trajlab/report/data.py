@@ -1,0 +1,248 @@
+"""What the report shows, read from a trajlab output directory through the read-only DuckDB views.
+
+:func:`collect` returns a :class:`ReportData`: run overview, per-step series (all categories and each
+category), the early-warning step, top garbled names with their nearest tools, one example per category
+(offending span + repair) and, when ``trajlab rescore`` ran, spike rates per checkpoint and the control
+tokens that moved most. Every query aggregates inside DuckDB, so memory stays bounded on large scans.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trajlab.errors import TableError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import duckdb
+
+
+@dataclass
+class Example:
+    """One finding shown in full: the text around it with the span located, and the repair."""
+
+    category: str
+    severity: str
+    message: str
+    rule_id: str
+    trajectory_id: str
+    step: int | None
+    split: str | None
+    text: str  # the call's raw text, or an excerpt of the output for turn-level findings
+    span_start: int  # offsets into ``text``
+    span_end: int
+    repaired: str | None
+    repair_note: str | None
+    function_name: str | None
+    matched_tool: str | None
+    count: int  # how many findings of this category the scan has
+    in_call: bool = True  # ``text`` is the call as generated (else an excerpt of the output around the span)
+
+
+@dataclass
+class RescoreData:
+    """Spike rates per checkpoint and per-token movements (from the rescore tables)."""
+
+    checkpoints: list[str]
+    intrusion: list[float | None]
+    dropout: list[float | None]
+    units: str
+    rows: list[dict[str, Any]]  # per checkpoint: positions, spikes, rates, mean probabilities
+    moved: list[dict[str, Any]] = field(default_factory=list)  # token, delta, first, last
+    moved_units: str = ""
+    note: str | None = None
+
+
+@dataclass
+class ReportData:
+    out: str
+    split: str
+    overview: dict[str, Any]
+    steps: list[dict[str, Any]]
+    categories: dict[str, list[int]]  # category -> malformed calls carrying it, per entry of ``steps``
+    category_totals: list[tuple[str, int]]
+    other_categories: list[str]
+    early_warning: dict[str, Any] | None
+    garbled: list[dict[str, Any]]
+    examples: list[Example]
+    manifest: dict[str, Any]
+    rescore: RescoreData | None = None
+    window: int = 1  # steps pooled by the charts' rolling lines
+
+
+def auto_window(calls_per_step: list[int], target_calls: int = 50) -> int:
+    """Steps to pool so a window holds about ``target_calls`` tool calls (median step), at most 1/8 of the run."""
+    counts = sorted(c for c in calls_per_step if c)
+    if not counts:
+        return 1
+    median = counts[len(counts) // 2]
+    return max(1, min(-(-target_calls // median), len(calls_per_step) // 8 or 1))
+
+
+def rolling_ratio(num: list[float | None], den: list[float | None], window: int) -> list[float | None]:
+    """Trailing pooled ratio: sum(num) / sum(den) over the last ``window`` entries (None where den sums to 0).
+
+    Entries whose numerator is None (no value at that step) are left out of both sums.
+    """
+    out: list[float | None] = []
+    for i in range(len(num)):
+        lo = max(0, i - window + 1)
+        pairs = [(n, d) for n, d in zip(num[lo:i + 1], den[lo:i + 1], strict=True) if n is not None and d]
+        d = sum(d for _, d in pairs)
+        out.append(sum(n for n, _ in pairs) / d if d else None)
+    return out
+
+
+def _rows(con: duckdb.DuckDBPyConnection, query: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    cur = con.execute(query, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def _views(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+
+
+def _early_warning(out: Path, manifest: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    summary = manifest.get("summary") or {}
+    if "early_warning" in summary:
+        return summary["early_warning"]
+    try:  # a scan written before the manifest carried it: compute it with the scan's own statistic
+        from trajlab.trends import early_warning
+    except ImportError:  # pragma: no cover - trends ships with trajlab
+        return None
+    return early_warning(steps)
+
+
+def collect(out: Path | str, *, split: str | None = None, max_categories: int = 8, top_names: int = 12,
+            examples_per_category: int = 1, window: int | None = None) -> ReportData:
+    """Read everything the report shows from the output directory ``out``.
+
+    ``window``: steps pooled by the rolling lines of the charts (None: enough steps for ~50 calls).
+    """
+    from trajlab.query import connect
+
+    out = Path(out)
+    con = connect(out)
+    try:
+        views = _views(con)
+        for need in ("trajectories", "steps"):
+            if need not in views:
+                raise TableError(f"{out}: no {need}.parquet; the report needs a complete `trajlab scan` output")
+        manifest_path = out / "manifest.json"
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
+        all_steps = _rows(con, "SELECT * EXCLUDE (category_counts) FROM steps ORDER BY split, step NULLS FIRST")
+        split = split or _main_split(all_steps)
+        steps = [s for s in all_steps if s["split"] == split and s["step"] is not None]
+        ew = _early_warning(out, manifest, all_steps)
+        if ew and ew.get("split") not in (None, split):
+            ew = None
+        ov = _rows(con, """
+            SELECT count(*) AS trajectories, coalesce(sum(n_calls), 0) AS calls,
+                   coalesce(sum(n_malformed_calls), 0) AS malformed_calls,
+                   count(*) FILTER (WHERE n_malformed_calls > 0) AS trajectories_with_malformed,
+                   avg(CAST(has_final_answer AS DOUBLE)) AS final_answer_rate,
+                   avg(score) AS mean_score, count(DISTINCT step) AS steps,
+                   min(step) AS first_step, max(step) AS last_step,
+                   count(*) FILTER (WHERE truncated) AS truncated,
+                   count(DISTINCT source_path) AS files,
+                   string_agg(DISTINCT split, ', ' ORDER BY split) AS splits,
+                   string_agg(DISTINCT tool_format, ', ' ORDER BY tool_format) AS tool_formats
+            FROM trajectories""")[0]
+        ov["malformed_rate"] = ov["malformed_calls"] / ov["calls"] if ov["calls"] else None
+        ov["ingest_errors"] = (con.execute("SELECT count(*) FROM ingest_errors").fetchall()[0][0]
+                               if "ingest_errors" in views else 0)
+        cats_total: list[tuple[str, int]] = []
+        categories: dict[str, list[int]] = {}
+        other: list[str] = []
+        if "malformed_by_step" in views:
+            cats_total = [(r["category"], int(r["n"])) for r in _rows(con, """
+                SELECT category, sum(flagged_calls) AS n FROM malformed_by_step WHERE split = ?
+                GROUP BY category HAVING sum(flagged_calls) > 0 ORDER BY n DESC, category""", [split])]
+            shown = [c for c, _ in cats_total[:max_categories]]
+            other = [c for c, _ in cats_total[max_categories:]]
+            per = _rows(con, """
+                SELECT step, category, flagged_calls, calls FROM malformed_by_step
+                WHERE split = ? AND step IS NOT NULL ORDER BY step""", [split])
+            index = {s["step"]: i for i, s in enumerate(steps)}
+            for c in shown:
+                categories[c] = [0] * len(steps)
+            if other:
+                categories["other (" + str(len(other)) + " categories)"] = [0] * len(steps)
+            okey = next((k for k in categories if k.startswith("other (")), None)
+            for r in per:
+                i = index.get(r["step"])
+                if i is None or not r["calls"]:
+                    continue
+                key = r["category"] if r["category"] in categories else okey
+                if key is not None:
+                    categories[key][i] += int(r["flagged_calls"])
+        garbled = (_rows(con, "SELECT * FROM garbled_names LIMIT ?", [top_names])
+                   if "garbled_names" in views else [])
+        examples = _examples(con, views, examples_per_category) if "finding_spans" in views else []
+        rescore = _rescore(con, views)
+    finally:
+        con.close()
+    w = window if window and window > 0 else auto_window([s["calls"] for s in steps])
+    return ReportData(str(out), split, ov, steps, categories, cats_total, other, ew, garbled, examples, manifest,
+                      rescore, w)
+
+
+def _main_split(steps: list[dict[str, Any]]) -> str:
+    """``train`` when it has steps, else the split with the most steps (what the early warning uses too)."""
+    counts: dict[str, int] = {}
+    for s in steps:
+        if s["step"] is not None:
+            counts[s["split"]] = counts.get(s["split"], 0) + 1
+    if "train" in counts:
+        return "train"
+    if counts:
+        return max(sorted(counts), key=lambda k: counts[k])
+    return steps[0]["split"] if steps else "train"
+
+
+def _examples(con: duckdb.DuckDBPyConnection, views: set[str], per_category: int) -> list[Example]:
+    """Per category: the clearest example (a repaired call first, then the shortest text, earliest step)."""
+    rows = _rows(con, """
+        WITH ranked AS (
+            SELECT fs.*, count(*) OVER (PARTITION BY category) AS n,
+                   row_number() OVER (
+                       PARTITION BY category
+                       ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END,
+                                (repaired IS NULL), (raw IS NULL), length(coalesce(raw, span)),
+                                step NULLS LAST, trajectory_id, char_start
+                   ) AS rn
+            FROM finding_spans fs
+        )
+        SELECT r.*,
+               substring(t.output, greatest(1, r.char_start + 1 - 160),
+                         least(r.char_start, 160) + (r.char_end - r.char_start) + 160) AS excerpt,
+               greatest(0, r.char_start - 160) AS excerpt_start
+        FROM ranked r JOIN trajectories t ON t.trajectory_id = r.trajectory_id
+        WHERE r.rn <= ?
+        ORDER BY CASE r.severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, r.n DESC, r.category, r.rn
+        """, [per_category])
+    out = []
+    for r in rows:
+        inside = (r["raw"] is not None and r["call_start"] is not None
+                  and r["call_start"] <= r["char_start"] and r["char_end"] <= r["call_start"] + len(r["raw"])
+                  and (r["char_end"] > r["char_start"] or r["char_start"] < r["call_start"] + len(r["raw"])))
+        if inside:
+            text, base = r["raw"], r["call_start"]
+        else:  # a turn-level finding, or one that points past its call (e.g. text after the call)
+            text, base = r["excerpt"] or "", r["excerpt_start"] or 0
+        s = max(0, min(len(text), r["char_start"] - base))
+        e = max(s, min(len(text), r["char_end"] - base))
+        out.append(Example(r["category"], r["severity"], r["message"], r["rule_id"], r["trajectory_id"], r["step"],
+                           r["split"], text, s, e, r["repaired"], r["repair_note"], r["function_name"],
+                           r["matched_tool"], int(r["n"]), inside))
+    return out
+
+
+def _rescore(con: duckdb.DuckDBPyConnection, views: set[str]) -> RescoreData | None:
+    """Spike rates and token movements, when rescore tables exist."""
+    from trajlab.report.rescore_data import rescore_data
+
+    return rescore_data(con, views)

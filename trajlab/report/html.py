@@ -1,0 +1,322 @@
+"""The report page: one self-contained HTML document (inline CSS, inline SVG charts, a few lines of JS).
+
+A Content-Security-Policy meta tag forbids every external resource, so the page cannot depend on the network
+even by accident. The only script records JavaScript errors and CSP violations on ``<html data-js-errors>``
+and, once the page has loaded, the number of charts that rendered with a non-empty box on
+``<html data-charts-ready>`` (the headless-browser test reads both).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from trajlab.report.data import Example, ReportData
+
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
+       "font-src data:; base-uri 'none'; form-action 'none'")
+
+CSS = """
+:root { --fg: #1d1d1f; --muted: #5f6368; --line: #e3e3e8; --bg: #ffffff; --card: #f7f7f9;
+        --bad: #b00020; --ok: #1b7f3b; --mark: #ffd6d6; --warn: #fff4e5; }
+* { box-sizing: border-box; }
+body { margin: 0; color: var(--fg); background: var(--bg);
+       font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "DejaVu Sans", sans-serif; }
+main { max-width: 1080px; margin: 0 auto; padding: 24px 28px 60px; }
+h1 { font-size: 26px; margin: 8px 0 2px; }
+h2 { font-size: 20px; margin: 40px 0 8px; padding-top: 12px; border-top: 1px solid var(--line); }
+h3 { font-size: 16px; margin: 0 0 6px; }
+p.lead, .muted { color: var(--muted); }
+code, pre, .mono { font-family: ui-monospace, "SFMono-Regular", "DejaVu Sans Mono", Menlo, Consolas, monospace;
+                   font-size: 13px; }
+nav a { margin-right: 14px; color: #1a56db; text-decoration: none; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(165px, 1fr)); gap: 10px; margin: 16px 0; }
+.card { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; }
+.card .v { font-size: 22px; font-weight: 650; }
+.card .k { color: var(--muted); font-size: 13px; }
+.card.bad .v { color: var(--bad); }
+.callout { background: var(--warn); border-left: 4px solid var(--bad); padding: 10px 14px; border-radius: 4px;
+           margin: 14px 0; }
+.callout.none { border-left-color: var(--ok); background: #eef8f1; }
+figure.chart { margin: 14px 0; }
+figure.chart svg { width: 100%; height: auto; display: block; }
+figcaption { color: var(--muted); font-size: 13px; margin-top: 4px; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; margin: 10px 0; font-size: 14px; }
+th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { background: var(--card); font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+.bar { display: inline-block; height: 10px; background: #d62728; border-radius: 2px; vertical-align: middle; }
+.ex { border: 1px solid var(--line); border-radius: 8px; margin: 16px 0; overflow: hidden; }
+.ex header { background: var(--card); padding: 8px 12px; border-bottom: 1px solid var(--line); }
+.ex .body { display: grid; grid-template-columns: 1fr 1fr; gap: 0; }
+.ex .body > div { padding: 8px 12px; min-width: 0; }
+.ex .body > div + div { border-left: 1px solid var(--line); }
+@media (max-width: 760px) { .ex .body { grid-template-columns: 1fr; }
+                             .ex .body > div + div { border-left: 0; border-top: 1px solid var(--line); } }
+.ex pre { white-space: pre-wrap; word-break: break-word; margin: 4px 0; }
+.ex .label { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); }
+.ex footer { padding: 6px 12px; border-top: 1px solid var(--line); font-size: 13px; color: var(--muted); }
+mark { background: var(--mark); color: var(--bad); font-weight: 700; border-bottom: 2px solid var(--bad);
+       padding: 0 1px; }
+mark.point { background: none; border: 0; }
+.repair { color: var(--ok); }
+.garble { color: var(--bad); font-weight: 650; }
+.sev-error { color: var(--bad); font-weight: 600; }
+.sev-warning { color: #a15c00; font-weight: 600; }
+"""
+
+JS_ERRORS = """
+(function () {
+  var errs = [];
+  function note(msg) { errs.push(msg); document.documentElement.setAttribute('data-js-errors', errs.join(' | ')); }
+  window.addEventListener('error', function (e) { note('error: ' + (e.message || e.type)); }, true);
+  window.addEventListener('unhandledrejection', function (e) { note('rejection: ' + e.reason); });
+  document.addEventListener('securitypolicyviolation', function (e) { note('csp: ' + e.blockedURI); });
+})();
+"""
+
+JS_READY = """
+window.addEventListener('load', function () {
+  var n = 0;
+  document.querySelectorAll('figure.chart svg').forEach(function (s) {
+    var b = s.getBBox(); if (b.width > 0 && b.height > 0) { n++; }
+  });
+  document.documentElement.setAttribute('data-charts-ready', String(n));
+});
+"""
+
+
+def e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def pct(v: float | None, digits: int = 1) -> str:
+    return "–" if v is None else f"{v * 100:.{digits}f}%"
+
+
+def num(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return f"{v:,}"
+
+
+def figure(svg: str, caption: str, name: str) -> str:
+    return f'<figure class="chart" data-chart="{e(name)}">{svg}<figcaption>{caption}</figcaption></figure>'
+
+
+def _cards(d: ReportData) -> str:
+    ov = d.overview
+    steps = "–" if ov["first_step"] is None else f"{ov['first_step']}–{ov['last_step']}"
+    items = [
+        ("trajectories", num(ov["trajectories"]), False),
+        ("tool calls", num(ov["calls"]), False),
+        ("malformed calls", f"{num(ov['malformed_calls'])} ({pct(ov['malformed_rate'])})", bool(ov["malformed_calls"])),
+        ("trajectories with a malformed call", num(ov["trajectories_with_malformed"]), False),
+        ("final-answer rate", pct(ov["final_answer_rate"]), False),
+        ("mean score (reward)", "–" if ov["mean_score"] is None else f"{ov['mean_score']:.3f}", False),
+        (f"steps ({ov['steps']})", steps, False),
+        ("truncated outputs", num(ov["truncated"]), False),
+        ("ingest errors", num(ov["ingest_errors"]), bool(ov["ingest_errors"])),
+    ]
+    return '<div class="cards">' + "".join(
+        f'<div class="card{" bad" if bad else ""}"><div class="v">{e(v)}</div><div class="k">{e(k)}</div></div>'
+        for k, v, bad in items) + "</div>"
+
+
+def _warning_callout(d: ReportData) -> str:
+    ew = d.early_warning
+    if not ew:
+        return ('<div class="callout none"><strong>No early warning.</strong> The malformed-call rate never rose '
+                'significantly above its own earlier baseline.</div>')
+    parts = [f"<strong>Early warning at step {e(ew.get('step'))}</strong>"]
+    if ew.get("window_rate") is not None and ew.get("baseline_rate") is not None:
+        win = ew.get("window") or []
+        span = f" over steps {e(win[0])}–{e(win[-1])}" if win else ""
+        parts.append(f": malformed-call rate {pct(ew['window_rate'])}{span} against a baseline of "
+                     f"{pct(ew['baseline_rate'], 2)} before it")
+    if ew.get("p_value") is not None:
+        parts.append(f" (p = {ew['p_value']:.2g})")
+    parts.append(".")
+    if ew.get("statistic"):
+        parts.append(f'<br><span class="muted">{e(ew["statistic"])}</span>')
+    return '<div class="callout">' + "".join(parts) + "</div>"
+
+
+def _category_table(d: ReportData) -> str:
+    if not d.category_totals:
+        return '<p class="muted">No malformed calls.</p>'
+    total = sum(n for _, n in d.category_totals) or 1
+    top = max(n for _, n in d.category_totals)
+    rows = "".join(
+        f'<tr><td class="mono">{e(c)}</td><td class="num">{n:,}</td><td class="num">{n / total:.0%}</td>'
+        f'<td><span class="bar" style="width:{max(2, round(160 * n / top))}px"></span></td></tr>'
+        for c, n in d.category_totals)
+    return ('<div class="scroll"><table><thead><tr><th>category</th><th class="num">malformed calls</th>'
+            '<th class="num">share of flags</th><th></th></tr></thead><tbody>' + rows + "</tbody></table></div>")
+
+
+def _garble_html(name: str, nearest: str | None) -> str:
+    if not nearest:
+        return f'<span class="garble">{e(name)}</span>'
+    i = 0
+    while i < min(len(name), len(nearest)) and name[i] == nearest[i]:
+        i += 1
+    return f'{e(name[:i])}<span class="garble">{e(name[i:])}</span>'
+
+
+def _garbled_table(d: ReportData) -> str:
+    if not d.garbled:
+        return '<p class="muted">No call used a function name outside the declared tools.</p>'
+    rows = "".join(
+        f'<tr><td class="mono">{_garble_html(g["function_name"], g.get("nearest_tool"))}</td>'
+        f'<td class="mono">{e(g.get("nearest_tool") or "–")}</td><td class="num">{num(g.get("similarity"))}</td>'
+        f'<td class="num">{num(g["calls"])}</td><td class="num">{num(g["trajectories"])}</td>'
+        f'<td class="num">{num(g["first_step"])}</td><td class="num">{num(g["last_step"])}</td></tr>'
+        for g in d.garbled)
+    return ('<div class="scroll"><table><thead><tr><th>name as generated</th><th>nearest declared tool</th>'
+            '<th class="num">similarity (Jaro-Winkler, 0–1)</th><th class="num">calls</th>'
+            '<th class="num">trajectories</th><th class="num">first step</th><th class="num">last step</th>'
+            '</tr></thead><tbody>' + rows + "</tbody></table></div>")
+
+
+def _marked(ex: Example) -> str:
+    t = ex.text
+    if ex.span_end > ex.span_start:
+        mid = f'<mark title="{e(ex.category)}">{e(t[ex.span_start:ex.span_end])}</mark>'
+    else:
+        mid = f'<mark class="point" title="{e(ex.category)}: missing here">▲</mark>'
+    return e(t[: ex.span_start]) + mid + e(t[ex.span_end:])
+
+
+def _example(ex: Example, out: str) -> str:
+    repair = (f'<pre class="repair">{e(ex.repaired)}</pre>' if ex.repaired
+              else '<p class="muted">No repair: it is not clear what the model meant.</p>')
+    if ex.repair_note:
+        repair += f'<p class="muted">{e(ex.repair_note)}</p>'
+    where = "call" if ex.in_call else "excerpt of the output"
+    name = ""
+    if ex.function_name and ex.matched_tool and ex.function_name != ex.matched_tool:
+        name = f' · name <code>{e(ex.function_name)}</code> → <code>{e(ex.matched_tool)}</code>'
+    return (
+        f'<article class="ex" data-category="{e(ex.category)}"><header><h3 class="mono">{e(ex.category)}</h3>'
+        f'<span class="sev-{e(ex.severity)}">{e(ex.severity)}</span> · {ex.count:,} finding'
+        f'{"s" if ex.count != 1 else ""} in the scan · rule <code>{e(ex.rule_id)}</code>{name}<br>{e(ex.message)}'
+        f'</header><div class="body"><div><div class="label">as generated ({where})</div>'
+        f'<pre>{_marked(ex)}</pre></div><div><div class="label">repair</div>{repair}</div></div>'
+        f'<footer>step {e(ex.step)} · {e(ex.split)} · trajectory <code>{e(ex.trajectory_id)}</code> · '
+        f'<code>trajlab show {e(out)} {e(ex.trajectory_id)}</code></footer></article>'
+    )
+
+
+RESCORE_HEADERS = {
+    "scored_tokens": "scored tokens",
+    "intrusion_rate": "intrusion rate (% of content positions)",
+    "dropout_rate": "dropout rate (% of logged control tokens)",
+    "mean_logprob": "mean log-prob (nats)",
+    "malformations_scored": "malformations scored",
+    "malformed_preferred": "malformation preferred over repair",
+}
+
+
+def _rescore_section(d: ReportData, charts: dict[str, str]) -> str:
+    r = d.rescore
+    if r is None:
+        return ""
+    parts = ['<h2 id="rescore">Control-token spikes per checkpoint</h2>',
+             '<p class="lead">From <code>trajlab rescore</code>: the logged trajectories teacher-forced through each '
+             'checkpoint. An <em>intrusion</em> is a content position where the checkpoint puts most of its '
+             'probability on control tokens; a <em>dropout</em> is a control token the trajectory needs that the '
+             'checkpoint makes unlikely.</p>']
+    if "spikes" in charts:
+        parts.append(figure(charts["spikes"], "Spike rates per checkpoint, in training order: intrusions in % of "
+                                              "content positions, dropouts in % of logged control tokens.", "spikes"))
+    if r.rows:
+        cols = list(r.rows[0].keys())
+        head = "".join(f'<th class="{"num" if k != "checkpoint" else ""}">{e(RESCORE_HEADERS.get(k, k))}</th>'
+                       for k in cols)
+        body = "".join("<tr>" + "".join(
+            f'<td class="{"num" if k != "checkpoint" else "mono"}">'
+            f'{e(pct(v) if k.endswith("_rate") and isinstance(v, float) else num(v) if k != "checkpoint" else v)}</td>'
+            for k, v in row.items()) + "</tr>" for row in r.rows)
+        parts.append(f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>')
+    if "tokens" in charts:
+        parts.append(figure(charts["tokens"], "Control tokens whose mean probability (0–1, averaged over every scored "
+                                              "position) changed most between the first and the last checkpoint; "
+                                              "red: more likely, blue: less likely.", "tokens"))
+    if r.note:
+        parts.append(f'<p class="muted">{e(r.note)}</p>')
+    return "".join(parts)
+
+
+def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> str:
+    """The complete HTML document."""
+    nav = ['<a href="#overview">overview</a>', '<a href="#categories">categories</a>',
+           '<a href="#names">garbled names</a>', '<a href="#examples">examples</a>']
+    if d.rescore is not None:
+        nav.append('<a href="#rescore">rescore</a>')
+    first_rot = ""
+    if d.early_warning and d.steps:
+        w = d.early_warning["step"]
+        before = [s for s in d.steps if s["step"] < w and s["calls"]]
+        after = [s for s in d.steps if s["step"] >= w and s["calls"]]
+        if before and after:
+            rb = sum(s["malformed_calls"] for s in before) / sum(s["calls"] for s in before)
+            ra = sum(s["malformed_calls"] for s in after) / sum(s["calls"] for s in after)
+            first_rot = (f"<p>Before step {e(w)} {pct(rb)} of tool calls were malformed; from step {e(w)} on, "
+                         f"{pct(ra)}.</p>")
+    examples = "".join(_example(x, d.out) for x in d.examples) or '<p class="muted">No findings.</p>'
+    other = (f'<p class="muted">“other” groups: {e(", ".join(d.other_categories))}.</p>'
+             if d.other_categories else "")
+    inputs = d.manifest.get("inputs") or []
+    src = f"{len(inputs)} input file{'s' if len(inputs) != 1 else ''} · " if inputs else ""
+    pooled = ("each line pools the last " + str(d.window) + " steps (calls summed), the dots are single steps"
+              if d.window > 1 else "one point per step")
+    ov_cap = (f"Top: share of tool calls that are malformed. Bottom: mean score (reward per trajectory, left axis) "
+              f"and share of trajectories ending with a final answer (right axis). Split: {e(d.split)}; {pooled}; "
+              f"the dashed line marks the early-warning step.")
+    cat_cap = (f"One panel per category: the share of tool calls flagged with it (a call can carry several "
+               f"categories), on the same scale in every panel; the grey area is the share of malformed calls of "
+               f"any category. Lines pool the last {d.window} step{'s' if d.window != 1 else ''}.")
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="trajlab {e(version)}">
+<title>{e(title)}</title>
+<script>{JS_ERRORS}</script>
+<style>{CSS}</style>
+</head>
+<body>
+<main>
+<h1>{e(title)}</h1>
+<p class="lead">{src}scan <code>{e(d.out)}</code> · trajlab {e(version)} · schema {e(d.manifest.get("schema_version", "–"))}</p>
+<nav>{"".join(nav)}</nav>
+<h2 id="overview">Run overview</h2>
+{_cards(d)}
+{_warning_callout(d)}
+{first_rot}
+{figure(charts["overview"], ov_cap, "overview") if "overview" in charts else '<p class="muted">No steps to plot.</p>'}
+<h2 id="categories">Malformed calls per step, by category</h2>
+{figure(charts["categories"], cat_cap, "categories") if "categories" in charts else ""}
+{_category_table(d)}
+{other}
+<h2 id="names">Top garbled function names</h2>
+<p class="lead">Names written in calls that are not a declared tool, with the declared tool they are closest to
+(the part after the shared prefix is red).</p>
+{_garbled_table(d)}
+<h2 id="examples">One example per category</h2>
+<p class="lead">The offending span is highlighted in the text as generated; the repair trajlab proposes is on the
+right. Open the whole trajectory with the command under each example.</p>
+{examples}
+{_rescore_section(d, charts)}
+<p class="muted" style="margin-top:40px">Ask your own questions: <code>trajlab sql {e(d.out)}</code> lists the tables.</p>
+</main>
+<script>{JS_READY}</script>
+</body>
+</html>
+"""

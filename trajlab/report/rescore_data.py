@@ -1,0 +1,100 @@
+"""Rescore results for the report: spike rates per checkpoint and the control tokens that moved most.
+
+Reads the ``rescore_*`` views of :mod:`trajlab.query` (tables written by ``trajlab rescore``, see
+:mod:`trajlab.rescore.outputs`). Checkpoints are ordered as the run orders them (``rescore_compare``'s
+``checkpoint_index``), else by the step in their label.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import duckdb
+
+    from trajlab.report.data import RescoreData
+
+SPIKE_UNITS = "eligible positions"
+MOVED_UNITS = "mean probability, 0-1"
+
+
+def _rows(con: duckdb.DuckDBPyConnection, query: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    cur = con.execute(query, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def _natural(label: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", label))
+
+
+def checkpoint_order(con: duckdb.DuckDBPyConnection, views: set[str], labels: list[str]) -> list[tuple[str, int | None]]:
+    """``(label, step)`` in run order."""
+    known: dict[str, tuple[int, int | None]] = {}
+    if "rescore_compare" in views:
+        for r in _rows(con, "SELECT checkpoint, min(checkpoint_index) AS i, max(step) AS step FROM rescore_compare "
+                            "GROUP BY checkpoint"):
+            known[r["checkpoint"]] = (r["i"], r["step"])
+    big = 1 << 30
+    return [(lab, known.get(lab, (big, None))[1])
+            for lab in sorted(labels, key=lambda lab: (known.get(lab, (big, None))[0], _natural(lab)))]
+
+
+def rescore_data(con: duckdb.DuckDBPyConnection, views: set[str], *, top_tokens: int = 12) -> RescoreData | None:
+    """Spike rates per checkpoint and token movements, or ``None`` when ``trajlab rescore`` has not run."""
+    from trajlab.report.data import RescoreData
+
+    if "rescore_trajectory_scores" not in views:
+        return None
+    per = {r["checkpoint"]: r for r in _rows(con, """
+        SELECT checkpoint, count(*) AS trajectories, sum(n_scored) AS scored_tokens,
+               sum(n_intrusions) AS intrusions, sum(n_intrusion_positions) AS intrusion_positions,
+               sum(n_dropouts) AS dropouts, sum(n_dropout_positions) AS dropout_positions,
+               sum(mean_logprob * n_scored) / nullif(sum(n_scored) FILTER (WHERE mean_logprob IS NOT NULL), 0)
+                   AS mean_logprob
+        FROM rescore_trajectory_scores GROUP BY checkpoint""")}
+    if not per:
+        return None
+    mal: dict[str, dict[str, Any]] = {}
+    if "rescore_malformations" in views:
+        mal = {r["checkpoint"]: r for r in _rows(con, """
+            SELECT checkpoint,
+                   count(*) FILTER (WHERE malformed_prob IS NOT NULL AND repaired_prob IS NOT NULL) AS scored,
+                   count(*) FILTER (WHERE malformed_prob > repaired_prob) AS preferred
+            FROM rescore_malformations GROUP BY checkpoint""")}
+    order = checkpoint_order(con, views, list(per))
+    rows, intrusion, dropout = [], [], []
+    for label, step in order:
+        p = per[label]
+        ir = p["intrusions"] / p["intrusion_positions"] if p["intrusion_positions"] else None
+        dr = p["dropouts"] / p["dropout_positions"] if p["dropout_positions"] else None
+        intrusion.append(ir)
+        dropout.append(dr)
+        m = mal.get(label, {})
+        rows.append({
+            "checkpoint": label,
+            "step": step,
+            "trajectories": int(p["trajectories"]),
+            "scored_tokens": int(p["scored_tokens"] or 0),
+            "intrusions": int(p["intrusions"] or 0),
+            "intrusion_rate": ir,
+            "dropouts": int(p["dropouts"] or 0),
+            "dropout_rate": dr,
+            "mean_logprob": p["mean_logprob"],
+            "malformations_scored": int(m.get("scored") or 0),
+            "malformed_preferred": int(m.get("preferred") or 0),
+        })
+    data = RescoreData([lab for lab, _ in order], intrusion, dropout, SPIKE_UNITS, rows, moved_units=MOVED_UNITS)
+    if len(order) < 2:
+        data.note = "One checkpoint only: rescore two or more to see which control tokens move."
+    elif "rescore_compare" in views:
+        first, last = order[0][0], order[-1][0]
+        data.moved = _rows(con, """
+            WITH a AS (SELECT control_token, mean_prob FROM rescore_compare WHERE region = 'all' AND checkpoint = ?),
+                 b AS (SELECT control_token, mean_prob FROM rescore_compare WHERE region = 'all' AND checkpoint = ?)
+            SELECT a.control_token AS token, a.mean_prob AS first, b.mean_prob AS last, b.mean_prob - a.mean_prob AS delta
+            FROM a JOIN b USING (control_token)
+            ORDER BY abs(b.mean_prob - a.mean_prob) DESC, token LIMIT ?""", [first, last, top_tokens])
+        data.moved = [m for m in data.moved if m["delta"] is not None]
+    return data
