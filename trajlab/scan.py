@@ -380,7 +380,7 @@ def scan(
 
     # duplicates: identical content in two files (e.g. the same step copied twice) → keep the first
     seen: dict[str, str] = {}
-    by_step: dict[tuple[str, int], list[str]] = defaultdict(list)
+    by_step: dict[tuple[str, str, int], list[str]] = defaultdict(list)
     keep: list[_FileEntry] = []
     for e in entries:
         e.sha = _content_hash(e.path)
@@ -393,8 +393,8 @@ def scan(
             for s in e.stats:
                 for split in s.get("splits", []):
                     if s.get("min_step") is not None and len(e.tasks) == 1:
-                        by_step[(split, s["min_step"])].append(e.rel)
-    for (split, step), rels in sorted(by_step.items()):
+                        by_step[(str(Path(e.rel).parent), split, s["min_step"])].append(e.rel)
+    for (_, split, step), rels in sorted(by_step.items()):
         if len(rels) > 1:
             errors.append(IngestError(rels[-1], None, f"{split} step {step} also appears in {', '.join(rels[:-1])} (different content); both kept"))
 

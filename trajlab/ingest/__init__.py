@@ -70,7 +70,7 @@ def discover(paths: list[str | Path]) -> tuple[list[tuple[Path, str]], list[Inge
         root = p
         for dirpath, dirnames, filenames in os.walk(root):
             d = Path(dirpath)
-            if _is_trajlab_output(d):
+            if _is_trajlab_output(d) or _is_model_dir(d, filenames):
                 dirnames[:] = []
                 continue
             dirnames[:] = sorted(x for x in dirnames if not x.startswith("."))
@@ -81,6 +81,15 @@ def discover(paths: list[str | Path]) -> tuple[list[tuple[Path, str]], list[Inge
                 found.setdefault(str(fp.resolve()), (fp, fp.relative_to(root).as_posix()))
     files = sorted(found.values(), key=lambda t: (t[1], str(t[0])))
     return files, errors
+
+
+_MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "fsdp_config.json", "model.safetensors")
+
+
+def _is_model_dir(d: Path, filenames: list[str]) -> bool:
+    """A checkpoint / tokenizer directory (HF or verl layout): its JSON files are not trajectories."""
+    names = set(filenames)
+    return any(n in names for n in _MODEL_FILES) or any(n.endswith((".safetensors", ".pt", ".bin")) for n in names)
 
 
 def _is_trajlab_output(d: Path) -> bool:

@@ -147,7 +147,8 @@ def tools_from_prompt(input_text: str) -> tuple[list[dict[str, Any]] | None, str
     """
     if "<tools>" not in input_text:
         return None, None
-    m = _TOOLS_BLOCK.search(input_text)
+    # the Hermes preamble mentions an empty "<tools></tools>" before the real block: take the first non-empty one
+    m = next((m for m in _TOOLS_BLOCK.finditer(input_text) if m.group(1).strip()), None)
     if not m:
         return None, None
     js, src = _tools_from_block(m.group(1))

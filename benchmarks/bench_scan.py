@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Benchmark ``trajlab scan`` against ``polars.read_ndjson`` on the same >= 1 GB verl dump.
+
+    python benchmarks/bench_scan.py                 # 1 GB dump, scan with one worker per CPU
+    python benchmarks/bench_scan.py --size-gb 2 --jobs 4
+
+Steps, all in one run:
+
+1. generate (or reuse, when the options match) a realistic verl 0.9.x dump with
+   ``benchmarks/gen_large_dump.py`` under ``--work-dir`` (default: ``$TMPDIR/trajlab_bench``);
+2. read every file once so both contenders start from a warm page cache;
+3. run (a) ``polars.read_ndjson`` on the dump's files and (b) ``trajlab.scan`` (classifier on, fresh output
+   directory, no reuse) -- each in its own subprocess, so memory is measured per variant;
+4. print throughput (input MB / seconds of the timed call, MB = 10^6 bytes), wall time including interpreter
+   start, CPU time (user + system, all processes; MB/CPU-s is the fairer number on a shared machine) and
+   peak memory, then check the targets: scan throughput >= 1/2 of read_ndjson's and scan peak
+   RSS < 1.5 GB. Exit status 1 when a target is missed (``--no-check`` to only report).
+
+Peak memory is reported two ways: ``peak RSS (tree)`` is the largest sum of the resident set sizes of the
+subprocess and all its descendants (scan's worker processes), sampled every 20 ms with psutil -- the number
+the target applies to; ``max RSS (1 proc)`` is the kernel's ``ru_maxrss`` for the subprocess (the largest
+single process among it and the children it waited for), which catches spikes shorter than the sampling
+interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import gen_large_dump  # noqa: E402  (sibling script)
+
+RSS_LIMIT = int(1.5 * 1024**3)  # 1.5 GiB
+SPEED_RATIO = 0.5
+
+POLARS_CHILD = r"""
+import json, sys, time
+import polars as pl
+files = json.loads(sys.argv[1])
+t0 = time.perf_counter()
+df = pl.read_ndjson(files)
+dt = time.perf_counter() - t0
+print(json.dumps({"seconds": dt, "rows": df.height}))
+"""
+
+SCAN_CHILD = r"""
+import json, sys, time
+import trajlab
+args = json.loads(sys.argv[1])
+t0 = time.perf_counter()
+s = trajlab.scan([args["dump"]], args["out"], jobs=args["jobs"], progress=False, incremental=False)
+dt = time.perf_counter() - t0
+print(json.dumps({"seconds": dt, "rows": s.trajectories, "calls": s.calls, "malformed_calls": s.malformed_calls,
+                  "ingest_errors": s.ingest_errors}))
+"""
+
+
+@dataclass
+class Result:
+    variant: str
+    seconds: float  # the timed call only
+    wall_seconds: float  # including interpreter start and imports
+    mb_per_s: float
+    cpu_seconds: float  # user + system time of the subprocess and the children it waited for
+    peak_rss_tree: int
+    max_rss_proc: int
+    rows: int
+    detail: dict
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_measured(variant: str, code: str, arg: str, n_bytes: int, log_dir: Path) -> Result:
+    """Run ``code`` in a fresh interpreter, sampling its process tree's RSS until it exits."""
+    out_path, err_path = log_dir / f"{variant}.stdout", log_dir / f"{variant}.stderr"
+    t0 = time.perf_counter()
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        child = subprocess.Popen([sys.executable, "-c", code, arg], stdout=out, stderr=err)
+        ps = psutil.Process(child.pid)
+        peak = 0
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            peak = max(peak, _tree_rss(ps))
+            time.sleep(0.02)
+    wall = time.perf_counter() - t0
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        tail = err_path.read_text(errors="replace")[-3000:]
+        raise SystemExit(f"{variant} failed with exit code {child.returncode}:\n{tail}")
+    lines = [ln for ln in out_path.read_text().splitlines() if ln.startswith("{")]
+    detail = json.loads(lines[-1])
+    max_rss = usage.ru_maxrss * 1024  # Linux reports KiB
+    cpu = usage.ru_utime + usage.ru_stime
+    return Result(variant, detail["seconds"], wall, n_bytes / 1e6 / detail["seconds"], cpu, peak, max_rss,
+                  detail.get("rows", 0), detail)
+
+
+def _warm(files: list[Path]) -> None:
+    buf = bytearray(8 << 20)
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while fh.readinto(buf):
+                pass
+
+
+def _fmt_bytes(n: int) -> str:
+    return f"{n / 1024**3:.2f} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Benchmark trajlab scan against polars.read_ndjson on a >= 1 GB dump.")
+    ap.add_argument("--size-gb", type=float, default=1.0, help="dump size in GB (10^9 bytes); default 1")
+    ap.add_argument("--jobs", type=int, default=0, help="scan (and generator) worker processes; 0 = one per CPU")
+    ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "trajlab_bench",
+                    help="where the dump (reused across runs) and the scan output go")
+    ap.add_argument("--keep", action="store_true", help="keep the scan output (the dump is always kept)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results as JSON to this file")
+    ap.add_argument("--no-check", action="store_true", help="report only; exit 0 even if a target is missed")
+    a = ap.parse_args(argv)
+
+    work = a.work_dir
+    work.mkdir(parents=True, exist_ok=True)
+    info = gen_large_dump.generate(work / "dump", a.size_gb, jobs=a.jobs)
+    roll = work / "dump" / "rollout"
+    files = sorted(roll.glob("*.jsonl"), key=lambda p: int(p.stem))
+    n_bytes = sum(f.stat().st_size for f in files)
+    print(f"load average before: {os.getloadavg()[0]:.1f}; dump: {len(files)} files, {n_bytes / 1e9:.2f} GB, {info['lines']} lines; "
+          f"{os.cpu_count()} CPUs, scan --jobs {a.jobs or os.cpu_count()}")
+    _warm(files)
+
+    logs = work / "logs"
+    logs.mkdir(exist_ok=True)
+    results = [run_measured("polars.read_ndjson", POLARS_CHILD, json.dumps([str(f) for f in files]), n_bytes, logs)]
+    scan_out = work / "scan_out"
+    shutil.rmtree(scan_out, ignore_errors=True)
+    results.append(run_measured("trajlab scan", SCAN_CHILD,
+                                json.dumps({"dump": str(roll), "out": str(scan_out), "jobs": a.jobs}), n_bytes, logs))
+    if not a.keep:
+        shutil.rmtree(scan_out, ignore_errors=True)
+
+    print()
+    print(f"{'variant':<20} {'MB/s':>8} {'time s':>8} {'wall s':>8} {'CPU s':>8} {'MB/CPU-s':>9} "
+          f"{'peak RSS (tree)':>16} {'max RSS (1 proc)':>17} {'rows':>9}")
+    for r in results:
+        print(f"{r.variant:<20} {r.mb_per_s:>8.1f} {r.seconds:>8.1f} {r.wall_seconds:>8.1f} {r.cpu_seconds:>8.1f} "
+              f"{n_bytes / 1e6 / max(r.cpu_seconds, 1e-9):>9.1f} "
+              f"{_fmt_bytes(r.peak_rss_tree):>16} {_fmt_bytes(r.max_rss_proc):>17} {r.rows:>9}")
+    load = os.getloadavg()
+    print(f"load average after the run: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs"
+          + ("  (busy machine: compare MB/CPU-s too)" if load[1] > (os.cpu_count() or 1) else ""))
+    pol, scn = results
+    d = scn.detail
+    print(f"\nscan found {d.get('calls')} calls, {d.get('malformed_calls')} malformed, "
+          f"{d.get('ingest_errors')} ingest errors")
+    ratio = scn.mb_per_s / pol.mb_per_s
+    ok_speed = ratio >= SPEED_RATIO
+    ok_rss = scn.peak_rss_tree < RSS_LIMIT and scn.max_rss_proc < RSS_LIMIT
+    print(f"target: scan >= {SPEED_RATIO:.0%} of read_ndjson throughput: {ratio:.0%} -> {'PASS' if ok_speed else 'FAIL'}")
+    print(f"target: scan peak RSS < {_fmt_bytes(RSS_LIMIT)}: {_fmt_bytes(max(scn.peak_rss_tree, scn.max_rss_proc))} "
+          f"-> {'PASS' if ok_rss else 'FAIL'}")
+    if a.json:
+        a.json.write_text(json.dumps({"dump": info, "bytes": n_bytes, "cpus": os.cpu_count(), "jobs": a.jobs,
+                                      "results": [asdict(r) for r in results], "speed_ratio": ratio,
+                                      "pass_speed": ok_speed, "pass_rss": ok_rss}, indent=2) + "\n")
+    return 0 if a.no_check or (ok_speed and ok_rss) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
