@@ -80,11 +80,11 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, int], dict[str,
             box=None,
             pad_edge=False,
         )
-        t.add_column("steps")
-        t.add_column("calls", justify="right")
-        t.add_column("malformed", justify="right")
-        t.add_column("rate", justify="right")
-        t.add_column("", no_wrap=True)
+        t.add_column("steps", no_wrap=True, min_width=9)
+        t.add_column("calls", justify="right", no_wrap=True, min_width=6)
+        t.add_column("malformed", justify="right", no_wrap=True, min_width=9)
+        t.add_column("rate", justify="right", no_wrap=True, min_width=6)
+        t.add_column("", no_wrap=True, min_width=20)
         t.add_column("top categories", overflow="ellipsis", no_wrap=True)
         ew = s.early_warning if s.early_warning and s.early_warning.get("split") == split else None
         for b in _buckets(rows, 12):
