@@ -456,7 +456,14 @@ def _run_tasks(
     total_bytes: int,
     done_bytes: int,
 ) -> None:
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
     from trajlab.console import err_console
 
@@ -619,3 +626,8 @@ def _summarise(out: Path, keep: list[_FileEntry], steps: pa.Table, elapsed: floa
     s.early_warning = early_warning(steps)
     s.elapsed_s = round(elapsed, 3)
     return s
+
+
+from trajlab._callable import make_module_callable  # noqa: E402
+
+make_module_callable(__name__, scan)

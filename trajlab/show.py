@@ -401,3 +401,8 @@ def show(out: Path | str, trajectory_id: str | None = None, *, step: int | None 
     for part in render(data, full=full, prompt=prompt, token_view=token_view):
         con_out.print(part)
     return data
+
+
+from trajlab._callable import make_module_callable  # noqa: E402
+
+make_module_callable(__name__, show)

@@ -313,3 +313,16 @@ def load_all_specs() -> dict[str, TableSpec]:
             if not (e.name and mod.startswith(e.name)):
                 raise
     return dict(ALL_TABLES)
+
+
+def tables_markdown(specs: Iterable[TableSpec] | None = None) -> str:
+    """The table reference as Markdown (the README's "Tables" section is this text; a test keeps them in sync)."""
+    out: list[str] = []
+    for d in describe_tables(specs):
+        out.append(f"#### `{d['table']}`\n\n{d['doc']}\n")
+        out.append("| column | type | null | meaning |\n|---|---|---|---|")
+        for c in d["columns"]:
+            doc = c["doc"].replace("|", "\\|")
+            out.append(f"| `{c['name']}` | `{c['type']}` | {'yes' if c['nullable'] else 'no'} | {doc} |")
+        out.append("")
+    return "\n".join(out)

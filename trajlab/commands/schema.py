@@ -12,6 +12,7 @@ def register(app: typer.Typer) -> None:
     def schema_cmd(
         table: str | None = typer.Argument(None, help="Only this table."),
         as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+        markdown: bool = typer.Option(False, "--markdown", help="Print as Markdown (the README's table reference)."),
     ) -> None:
         """Print the schema (columns, types, meaning) of every table trajlab writes.
 
@@ -21,7 +22,7 @@ def register(app: typer.Typer) -> None:
 
         from trajlab.console import console
         from trajlab.errors import TrajlabError
-        from trajlab.tables import describe_tables, load_all_specs
+        from trajlab.tables import describe_tables, load_all_specs, tables_markdown
 
         specs = load_all_specs()
         if table is not None:
@@ -32,6 +33,9 @@ def register(app: typer.Typer) -> None:
             docs = describe_tables(specs.values())
         if as_json:
             typer.echo(json.dumps(docs, indent=2))
+            return
+        if markdown:
+            typer.echo(tables_markdown([specs[d["table"]] for d in docs]))
             return
         for d in docs:
             t = Table(title=f"{d['table']} (schema {d['schema_version']}): {d['doc']}", title_justify="left")

@@ -67,3 +67,8 @@ def report(out: Path | str, output_html: Path | str, *, title: str | None = None
     atomic_write_bytes(dest, doc.encode("utf-8"))
     os.chmod(dest, default_file_mode())  # the atomic write's temp file is 0600; a report is meant to be shared
     return dest
+
+
+from trajlab._callable import make_module_callable  # noqa: E402
+
+make_module_callable(__name__, report)
