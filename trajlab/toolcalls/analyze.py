@@ -1,0 +1,633 @@
+"""Classify one assistant turn: find every call, check it, name each problem, offer repairs, tile the spans.
+
+Pipeline of :func:`analyze_turn` (never raises):
+
+1. fast path: one precompiled regex search; a turn with no call markup returns a single ``text`` span;
+2. ``<think>`` regions are cut out; each segment is scanned for foreign markup, then by the turn's format
+   module (``format_<name>.py``), then for bare JSON calls;
+3. turn-level facts are attached (call inside ``<think>``, text after the last call);
+4. each call draft is checked against the tool schema (names, parameters, required, types, with verl's
+   value conversion) and its issues become :class:`~trajlab.model.Finding` records with the taxonomy's
+   severity and message;
+5. a repair is built when every error/warning of the call is repairable, and kept only if the repaired text
+   re-classifies with no error or warning;
+6. spans are sorted and the gaps filled with ``text``, so they tile the turn; user regex rules run last.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from trajlab.model import Finding, ParsedCall, Span, TurnAnalysis, TurnContext
+from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, Issue, snip
+from trajlab.toolcalls.format_foreign import find_foreign
+from trajlab.toolcalls.formats import FORMATS
+from trajlab.toolcalls.jsonbody import find_bare_json
+from trajlab.toolcalls.names import match_name
+from trajlab.toolcalls.ruleset import RuleSet, get_ruleset
+from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, tool_index, verl_convert
+
+_PLACEMENT = ("text_after_call", "call_inside_think")
+_SPECIAL_TOKENS = re.compile(r"<\|(?:im_end|endoftext|eot_id|end|im_start)\|>")
+_BAD = ("error", "warning")
+
+
+def detect_output_format(text: str, rs: RuleSet) -> str:
+    """The call format the text itself is written in ('none' when it shows no call markup)."""
+    for name in FORMATS:  # registry order: qwen3_coder before hermes (`<function=` is the sharper marker)
+        marker = rs.output_markers.get(name)
+        if marker is not None and marker.search(text):
+            return name
+    if "<tool_call>" in text:
+        return "hermes"
+    return "none"
+
+
+def check_turn(text: str, tool_format: str, tools: Any, context: TurnContext, rs: RuleSet) -> TurnAnalysis:
+    """:func:`analyze_turn` for a snippet known to be a tool-use turn (``trajlab rules check``)."""
+    return _safe(text, tool_format, tools, context, rs, tool_context=True)
+
+
+def analyze_turn(
+    text: str,
+    *,
+    tool_format: str,
+    tools: list[dict[str, Any]] | None,
+    context: TurnContext,
+    rules_dirs: tuple[str, ...] = (),
+) -> TurnAnalysis:
+    """Classify one assistant turn. Never raises: an internal failure becomes an ``internal_error`` finding.
+
+    Args:
+        text: the turn's text (offsets in the result are offsets into it).
+        tool_format: ``qwen3_coder`` | ``hermes`` | ``none`` (``none``: detect from the text).
+        tools: normalised tool schemas ``{"name", "description", "parameters"}``; ``None`` skips schema checks.
+        context: facts about the turn (last turn, prompt forbids a suffix, ...).
+        rules_dirs: user rule packs on top of the built-in ``rules/``.
+    """
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    try:
+        rs = get_ruleset(rules_dirs)
+    except Exception as e:  # a broken user pack: classify with the built-in rules and say so
+        try:
+            rs = get_ruleset(())
+        except Exception as e2:  # pragma: no cover - the built-in pack is part of the package
+            return _failed(text, e2, None)
+        ta = _safe(text, tool_format, tools, context, rs)
+        ta.findings.append(_internal(rs, 0, len(text), e))
+        return ta
+    return _safe(text, tool_format, tools, context, rs)
+
+
+def _safe(text: str, tool_format: str, tools: Any, context: Any, rs: RuleSet, *,
+          tool_context: bool = False) -> TurnAnalysis:
+    try:
+        return _analyze(text, tool_format, tools, context if isinstance(context, TurnContext) else TurnContext(),
+                        rs, repair=True, tool_context=tool_context)
+    except Exception as e:  # never raise on model text: report the turn unclassified
+        return _failed(text, e, rs)
+
+
+def _internal(rs: RuleSet | None, s: int, e: int, exc: BaseException) -> Finding:
+    err = f"{type(exc).__name__}: {snip(str(exc), 120)}"
+    msg = rs.message("internal_error", "exception", {"error": err}) if rs else f"classifier failed: {err}"
+    sev = rs.severity("internal_error", "exception", "") if rs else "warning"
+    return Finding("internal_error", sev, s, e, msg, "trajlab/internal_error/exception", None)  # type: ignore[arg-type]
+
+
+def _failed(text: str, exc: BaseException, rs: RuleSet | None) -> TurnAnalysis:
+    n = len(text)
+    return TurnAnalysis([], [_internal(rs, 0, n, exc)], [Span("text", 0, n)] if n else [])
+
+
+def _has_markup(text: str, rs: RuleSet) -> bool:
+    """Whether the turn needs the full pipeline (a few ``str.find`` calls; the regex only as a last resort)."""
+    for ch, lits in rs.literal_groups:
+        if ch in text:
+            for lit in lits:
+                if lit in text:
+                    return True
+    if rs.foreign_untriggered and rs.quick_re.search(text):
+        return True
+    return "_" in text and "<" in text and rs.invented_quick.search(text) is not None
+
+
+def _segment_has_markup(text: str, lo: int, hi: int, rs: RuleSet) -> bool:
+    for ch, lits in rs.segment_groups:
+        if text.find(ch, lo, hi) >= 0:
+            for lit in lits:
+                if text.find(lit, lo, hi) >= 0:
+                    return True
+    return False
+
+
+# -- think regions ----------------------------------------------------------------------------------------
+
+
+def _think_regions(text: str) -> list[tuple[int, int, int, int, int, int]]:
+    """(content_start, content_end, open_start, open_end, close_start, close_end); -1 for a missing tag."""
+    out: list[tuple[int, int, int, int, int, int]] = []
+    fo = text.find("<think>")
+    fc = text.find("</think>")
+    pos = 0
+    if fc >= 0 and (fo < 0 or fc < fo):  # the generation prompt opened <think>: the turn starts inside it
+        out.append((0, fc, -1, -1, fc, fc + 8))
+        pos = fc + 8
+    while True:
+        o = text.find("<think>", pos)
+        if o < 0:
+            break
+        c = text.find("</think>", o + 7)
+        if c < 0:
+            out.append((o + 7, len(text), o, o + 7, -1, -1))
+            break
+        out.append((o + 7, c, o, o + 7, c, c + 8))
+        pos = c + 8
+    return out
+
+
+def _segments(n: int, think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[int, int, bool]]:
+    segs: list[tuple[int, int, bool]] = []
+    pos = 0
+    for cs, ce, os_, _oe, _cs2, c_e in think:
+        outer_s = os_ if os_ >= 0 else cs
+        if outer_s > pos:
+            segs.append((pos, outer_s, False))
+        segs.append((cs, ce, True))
+        pos = c_e if c_e >= 0 else ce
+    if pos < n:
+        segs.append((pos, n, False))
+    return segs
+
+
+# -- the pipeline -----------------------------------------------------------------------------------------
+
+
+def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: RuleSet, *, repair: bool,
+             tool_context: bool = False) -> TurnAnalysis:
+    n = len(text)
+    if n == 0:
+        return TurnAnalysis([], [], [])
+    if not _has_markup(text, rs):
+        spans = [Span("text", 0, n)]
+        findings = _user_rules(text, rs, spans, [], [], tool_format) if rs.has_text_rules else []
+        return TurnAnalysis([], findings, spans)
+
+    fmt = tool_format if tool_format in FORMATS else detect_output_format(text, rs)
+    index = tool_index(tools) if isinstance(tools, list) else None
+    think = _think_regions(text) if "think>" in text else []
+    drafts: list[CallDraft] = []
+    turn_issues: list[Issue] = []
+    has_foreign = rs.foreign_untriggered
+    if not has_foreign:
+        for trig in rs.foreign_literals:
+            if trig in text:
+                has_foreign = True
+                break
+    for lo, hi, in_think in _segments(n, think):
+        if hi <= lo or (not rs.foreign_untriggered and not _segment_has_markup(text, lo, hi, rs)):
+            continue
+        seg_drafts = find_foreign(text, lo, hi, rs) if has_foreign else []
+        excluded = [(d.start, d.end) for d in seg_drafts]
+        if fmt in FORMATS:
+            cds, tis = FORMATS[fmt].find_calls(text, lo, hi, rs, excluded)
+            seg_drafts += cds
+            if not in_think:
+                turn_issues += tis
+        if text.find('"name"', lo, hi) >= 0 or text.find('"function"', lo, hi) >= 0:
+            occupied = [(d.start, d.end) for d in seg_drafts]
+            for d in find_bare_json(text, lo, hi, occupied, rs):
+                if fmt == "qwen3_coder":
+                    d.add("format_mismatch", "json_in_xml_call", d.start, d.end, found="a bare JSON (hermes) call",
+                          expected="qwen3_coder")
+                seg_drafts.append(d)
+        if in_think:
+            # reasoning may quote call fragments; only a real <tool_call> block inside <think> is executed by
+            # verl, so bare functions / JSON objects written while thinking are not calls
+            seg_drafts = [d for d in seg_drafts if not any(i.category == "missing_call_open" for i in d.issues)]
+        for d in seg_drafts:
+            d.in_think = in_think
+        drafts += seg_drafts
+    drafts.sort(key=lambda d: d.start)
+
+    if ctx.output_truncated and ctx.is_last_turn:
+        for d in drafts:
+            for iss in d.issues:
+                if iss.category == "truncated_call":
+                    iss.params["where"] = f"{iss.params.get('where', 'inside the call')}, at the response-length limit"
+    # turn-level facts that belong to a call
+    outside = [d for d in drafts if not d.in_think]
+    for d in drafts:
+        if d.in_think:
+            preempts = any(o.start > d.start for o in outside)
+            d.add("call_inside_think", "preempts" if preempts else "drafted", d.start, d.end)
+    if outside:
+        last = max(outside, key=lambda d: d.end)
+        tail_issue = _text_after(text, last.end, think, ctx)
+        if tail_issue is not None:
+            last.issues.append(tail_issue)
+
+    calls: list[ParsedCall] = []
+    findings: list[Finding] = []
+    spans: list[tuple[int, int, str, int | None]] = []
+    for i, d in enumerate(drafts):
+        pc, fs = _finish(i, d, text, fmt, index, rs, tools, repair)
+        calls.append(pc)
+        findings += fs
+        if not d.in_think:
+            spans += [(s, e, k, i) for k, s, e in d.spans]
+
+    fmt_key = fmt if fmt in FORMATS else "none"
+    for iss in turn_issues:
+        findings.append(_finding(rs, iss, fmt_key, None))
+    for cs, ce, os_, oe, c_s, c_e in think:
+        if os_ >= 0:
+            spans.append((os_, oe, "structural", None))
+        spans.append((cs, ce, "think", None))
+        if c_s >= 0:
+            spans.append((c_s, c_e, "structural", None))
+        else:
+            findings.append(_finding(rs, Issue("unclosed_think", "at_end", os_ if os_ >= 0 else cs, oe if oe >= 0
+                                               else cs), fmt_key, None))
+    if not calls and (fmt in FORMATS or index is not None or tool_context):
+        findings += _invented(text, think, rs, index, fmt_key)
+
+    tiled = _tile(spans, n)
+    if rs.regex_rules:
+        findings += _user_rules(text, rs, tiled, calls, drafts, fmt_key)
+    findings.sort(key=lambda f: (f.start, f.end, f.category))
+    return TurnAnalysis(calls, findings, tiled)
+
+
+def _text_after(text: str, end: int, think: list[tuple[int, int, int, int, int, int]], ctx: TurnContext) -> Issue | None:
+    tail = text[end:]
+    if not tail.strip():
+        return None
+    # think blocks after the call are reasoning, not a suffix; special tokens are not text
+    for cs, ce, os_, _oe, _c, c_e in think:
+        s = max(os_ if os_ >= 0 else cs, end)
+        e = c_e if c_e >= 0 else ce
+        if e > s:
+            tail = tail[: s - end] + " " * (e - s) + tail[e - end:]
+    tail = _SPECIAL_TOKENS.sub(lambda m: " " * len(m.group()), tail)
+    core = tail.strip()
+    if not core:
+        return None
+    s = end + (len(tail) - len(tail.lstrip()))
+    e = end + len(tail.rstrip())
+    variant = "forbidden" if ctx.forbids_suffix else "allowed"
+    return Issue("text_after_call", variant, s, e, {"text": snip(core, 50)})
+
+
+def _finding(rs: RuleSet, iss: Issue, fmt_key: str, call_index: int | None) -> Finding:
+    sev = rs.severity(iss.category, iss.variant, fmt_key)
+    return Finding(iss.category, sev, iss.start, iss.end,  # type: ignore[arg-type]
+                   rs.message(iss.category, iss.variant, iss.params),
+                   f"{fmt_key}/{iss.category}/{iss.variant}", call_index)
+
+
+# -- one call ----------------------------------------------------------------------------------------------
+
+
+def _finish(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | None, rs: RuleSet, tools: Any,
+            repair: bool) -> tuple[ParsedCall, list[Finding]]:
+    fmt_key = fmt if fmt in FORMATS else (d.fmt if d.fmt in FORMATS else "none")
+    for iss in d.issues:
+        if iss.category == "foreign_format":
+            iss.params.setdefault("expected", fmt if fmt in FORMATS else "trainer's")
+    matched, repair_name = _check_name(d, index, rs)
+    tool = index.get(matched) if index is not None else None
+    props = tool.properties if tool is not None else {}
+    renames: dict[str, str] = {}
+    args = _arguments(d, props)
+    if tool is not None and args is not None:
+        renames = _check_params(d, tool, rs, args)
+    findings = [_finding(rs, iss, fmt_key, i) for iss in d.issues]
+    cats = sorted({f.category for f in findings if f.severity in _BAD})
+    repaired = repaired_args = note = None
+    if cats and repair:
+        repaired, repaired_args, note = _repair(d, findings, text, fmt, repair_name, renames, props, tools, rs)
+    pc = ParsedCall(
+        call_index=i,
+        format=d.fmt,
+        raw=text[d.start:d.end],
+        start=d.start,
+        end=d.end,
+        function_name=d.name,
+        matched_tool=matched,
+        arguments=args,
+        status="malformed" if cats else "ok",
+        categories=cats,
+        repaired=repaired,
+        repaired_arguments=repaired_args,
+        repair_note=note,
+    )
+    return pc, findings
+
+
+def _check_name(d: CallDraft, index: ToolIndex | None, rs: RuleSet) -> tuple[str | None, str | None]:
+    """Resolve the written name; returns (declared tool it resolves to, name to use in a repair)."""
+    if d.name is None:
+        return None, None
+    s, e = (d.name_start, d.name_end) if d.name_start >= 0 else (d.start, d.end)
+    declared = index.names if index is not None else None
+    if d.name == "" or not d.name.strip():
+        d.add("unknown_function", "empty_name", s, e, name=d.name, declared=_list(declared),
+              blocker="the call has no function name")
+        return None, None
+    nm = match_name(d.name, declared, rs)
+    if nm.kind == "exact":
+        return d.name, d.name
+    rename = [Edit(s, e, nm.nearest or "", f"renamed `{d.name}` to `{nm.nearest}`")] if d.name_start >= 0 else []
+    if nm.kind == "valid_no_schema":
+        return None, d.name
+    if nm.kind == "garbled":
+        d.add("garbled_function_name", nm.variant, s, e, name=d.name, nearest=nm.nearest, how=nm.how, edits=rename)
+        d.add("unknown_function", "undeclared", s, e, name=d.name, declared=_list(declared), _covered=True)
+        if not rename:
+            d.rerender = True
+        return nm.nearest, nm.nearest
+    if nm.kind == "ambiguous":
+        d.add("garbled_function_name", "ambiguous", s, e, name=d.name, nearest=" or ".join(nm.candidates),
+              how="with junk attached", candidates=", ".join(nm.candidates),
+              blocker=f"`{d.name}` is equally near {', '.join(nm.candidates)}")
+        d.add("unknown_function", "undeclared", s, e, name=d.name, declared=_list(declared))
+        return None, None
+    if nm.kind == "invalid_no_schema":
+        if nm.nearest:
+            d.add("garbled_function_name", "invalid_chars", s, e, name=d.name, nearest=nm.nearest, how=nm.how,
+                  edits=rename)
+            if not rename:
+                d.rerender = True
+            return None, nm.nearest
+        d.add("garbled_function_name", "invalid_chars", s, e, name=d.name, nearest="?", how=nm.how,
+              blocker=f"no clean tool name can be read from `{d.name}`")
+        return None, None
+    d.add("unknown_function", "undeclared", s, e, name=d.name, declared=_list(declared),
+          blocker=f"no declared tool is near `{d.name}`")
+    return None, None
+
+
+def _list(names: tuple[str, ...] | None, limit: int = 12) -> str:
+    if not names:
+        return "none"
+    shown = ", ".join(names[:limit])
+    return shown + (f", … ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _arguments(d: CallDraft, props: dict[str, Any]) -> Any:
+    if d.json_args is MISSING and d.fmt == "hermes":
+        return None  # the JSON did not decode: no arguments
+    if d.json_args is not MISSING:
+        a = d.json_args
+        if isinstance(a, dict) and d.coerce_strings and props:
+            return {k: (verl_convert(v, k, props) if isinstance(v, str) else v) for k, v in a.items()}
+        return a if a is not MISSING else None
+    out: dict[str, Any] = {}
+    for p in d.params:
+        if p.raw is not None:
+            out[p.name] = verl_convert(p.raw, p.name, props)
+        else:
+            out[p.name] = p.value
+    return out
+
+
+def _check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, str]:
+    """Schema checks of the parameters; returns garbled parameter renames {written: declared}."""
+    props = tool.properties
+    fs, fe = (d.name_start, d.name_end) if d.name_start >= 0 else (d.start, d.end)
+    renames: dict[str, str] = {}
+    if not isinstance(args, dict) and not d.params:
+        return renames
+    seen: dict[str, list[Any]] = {}
+    for p in d.params:
+        seen.setdefault(p.name, []).append(p)
+    present = set(seen) if d.params else set(args if isinstance(args, dict) else ())
+    for name, occ in seen.items():
+        p0 = occ[0]
+        ps, pe = (p0.name_start, p0.name_end) if p0.name_start >= 0 else (d.start, d.end)
+        if len(occ) > 1:
+            vals = [p.raw if p.raw is not None else repr(p.value) for p in occ]
+            same = all(v == vals[0] for v in vals)
+            d.add("duplicate_parameter", "same_value" if same else "different_values", ps, pe, name=name,
+                  count=len(occ), blocker=None if same else f"`{name}` has {len(occ)} different values: which one "
+                  "was meant is a guess")
+            if same:
+                d.rerender = True  # the re-rendered call keeps one copy
+        if name not in props:
+            if tool.open_properties:
+                continue
+            free = tuple(k for k in props if k not in present)
+            nm = match_name(name, free, rs) if free else None
+            if nm is not None and nm.kind == "garbled" and nm.nearest:
+                renames[name] = nm.nearest
+                edits = [Edit(q.name_start, q.name_end, nm.nearest, f"renamed parameter `{name}` to `{nm.nearest}`")
+                         for q in occ if q.name_start >= 0]
+                if len(edits) < len(occ):
+                    d.rerender = True
+                d.add("unknown_parameter", "garbled", ps, pe, name=name, function=tool.name,
+                      declared=_list(tuple(props)), nearest=nm.nearest, edits=edits)
+            else:
+                d.add("unknown_parameter", "undeclared", ps, pe, name=name, function=tool.name,
+                      declared=_list(tuple(props)),
+                      blocker=f"which declared parameter `{name}` stands for (if any) is a guess")
+            continue
+        prop = props[name]
+        last = occ[-1]
+        vs, ve = (last.value_start, last.value_end) if last.value_start >= 0 else (ps, pe)
+        if last.raw is not None:
+            tc = check_xml_value(last.raw, prop, args.get(name) if isinstance(args, dict) and name in args else
+                                 verl_convert(last.raw, name, props))
+            shown = last.raw
+        else:
+            val = last.value
+            if d.coerce_strings and isinstance(val, str):
+                tc = check_xml_value(val, prop)
+            else:
+                tc = check_json_value(val, prop)
+            shown = val if isinstance(val, str) else repr(val)
+        if not tc.ok:
+            d.add("type_mismatch", tc.variant, vs, ve, name=name, expected=tc.expected, value=snip(str(shown), 40),
+                  verl=snip(repr(tc.verl), 40), allowed=tc.allowed,
+                  blocker=f"the intended value of `{name}` is unknown")
+        elif tc.divergence:
+            d.add("verl_conversion_divergence", tc.variant, vs, ve, name=name, expected=tc.expected,
+                  value=snip(str(shown), 40), verl=snip(repr(tc.verl), 40))
+    covered = present | set(renames.values())
+    for r in tool.required:
+        if r not in covered:
+            d.add("missing_required_parameter", "missing", fs, fe, name=r, function=tool.name,
+                  blocker=f"the value of the required `{r}` is unknown")
+    return renames
+
+
+# -- repair -------------------------------------------------------------------------------------------------
+
+
+def _apply(text: str, start: int, end: int, edits: list[Edit]) -> str | None:
+    out: list[str] = []
+    pos = start
+    for e in sorted(edits, key=lambda x: (x.start, x.end)):
+        if e.start < pos or e.end > end or e.start < start:
+            return None  # overlapping or out-of-call edits: not one clean repair
+        out.append(text[pos:e.start])
+        out.append(e.new)
+        pos = e.end
+    out.append(text[pos:end])
+    return "".join(out)
+
+
+def _repair(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: str | None, renames: dict[str, str],
+            props: dict[str, Any], tools: Any, rs: RuleSet) -> tuple[str | None, Any, str | None]:
+    bad = [(iss, f) for iss, f in zip(d.issues, findings, strict=False) if f.severity in _BAD]
+    blockers: list[str] = []
+    for iss, _f in bad:
+        why = iss.blocker
+        cat = rs.categories.get(iss.category)
+        if why is None and cat is not None and not cat.repairable and not iss.params.get("_covered"):
+            why = f"{iss.category} is not repairable (rules taxonomy)"
+        if why and why not in blockers:
+            blockers.append(why)
+    if blockers:
+        return None, None, "no repair: " + "; ".join(blockers)
+    target = fmt if fmt in FORMATS else (d.fmt if d.fmt in FORMATS else None)
+    if target is None:
+        return None, None, "no repair: the trajectory's call format is unknown"
+    if name is None:
+        return None, None, "no repair: the function name cannot be recovered"
+    placement_only = all(iss.category in _PLACEMENT for iss, _ in bad)
+    needs_render = d.fmt != target or d.rerender or any(
+        not iss.edits and iss.category not in _PLACEMENT and not iss.params.get("_covered") for iss, _ in bad)
+    what: list[str]
+    if needs_render and not placement_only:
+        fmt_mod = FORMATS[target]
+        if d.json_args is MISSING and all(p.raw is not None for p in d.params):
+            raw_params: dict[str, str] = {}
+            for p in d.params:  # last value wins, like every parser
+                raw_params[renames.get(p.name, p.name)] = p.raw or ""
+            if target == "qwen3_coder":
+                body = fmt_mod.render_raw(name, list(raw_params.items()))
+            else:
+                body = fmt_mod.render(name, {k: verl_convert(v, k, props) for k, v in raw_params.items()})
+        else:
+            args = _arguments(d, props)
+            if not isinstance(args, dict):
+                return None, None, "no repair: the arguments cannot be recovered as an object"
+            body = fmt_mod.render(name, {renames.get(k, k): v for k, v in args.items()})
+        repaired = body
+        what = [f"re-rendered as a canonical {target} call"]
+        if name != d.name and d.name is not None:
+            what.append(f"function `{d.name}` -> `{name}`")
+        what += [f"parameter `{a}` -> `{b}`" for a, b in renames.items()]
+    else:
+        edits = [e for iss in d.issues for e in iss.edits]
+        got = _apply(text, d.start, d.end, edits)
+        if got is None:
+            return None, None, "no repair: the fixes overlap, so more than one repair is plausible"
+        repaired = got.strip()
+        what = [e.what for e in sorted(edits, key=lambda x: (x.start, x.end)) if e.what]
+        if placement_only:
+            what = ["the call text itself is well-formed; " + (
+                "move it after </think>" if any(i.category == "call_inside_think" for i, _ in bad)
+                else "drop the text after it")]
+    sub = _analyze(repaired, target, tools, TurnContext(), rs, repair=False)
+    left = sorted({f.category for f in sub.findings if f.severity in _BAD})
+    if len(sub.calls) != 1 or left:
+        why = ", ".join(left) if left else f"{len(sub.calls)} calls"
+        return None, None, f"no repair: the automatic fix still leaves {why}"
+    return repaired, sub.calls[0].arguments, "repaired: " + "; ".join(dict.fromkeys(what))
+
+
+# -- turn-level extras ---------------------------------------------------------------------------------------
+
+
+def _invented(text: str, think: list[tuple[int, int, int, int, int, int]], rs: RuleSet, index: ToolIndex | None,
+              fmt_key: str) -> list[Finding]:
+    out: list[Finding] = []
+    for m in rs.invented_re.finditer(text):
+        if any(cs <= m.start() < ce for cs, ce, *_ in think):
+            continue
+        tag = m.group(1)
+        if tag in rs.invented_allowed:
+            continue
+        variant = "tool_named" if index is not None and tag in index.tools else "element"
+        out.append(_finding(rs, Issue("invented_tag", variant, m.start(), m.end(), {"tag": tag}), fmt_key, None))
+        if len(out) >= 3:
+            break
+    return out
+
+
+def _tile(spans: list[tuple[int, int, str, int | None]], n: int) -> list[Span]:
+    """Sort, drop overlaps, fill gaps with ``text`` and merge neighbours of the same kind and call."""
+    spans.sort()
+    merged: list[list[Any]] = []  # [start, end, kind, call_index]
+    pos = 0
+    for s, e, k, ci in spans:
+        if s < pos:
+            s = pos
+        if e > n:
+            e = n
+        if e <= s:
+            continue
+        if s > pos:
+            if merged and merged[-1][2] == "text" and merged[-1][3] is None:
+                merged[-1][1] = s
+            else:
+                merged.append([pos, s, "text", None])
+        last = merged[-1] if merged else None
+        if last is not None and last[2] == k and last[3] == ci and last[1] == s:
+            last[1] = e
+        else:
+            merged.append([s, e, k, ci])
+        pos = e
+    if pos < n:
+        if merged and merged[-1][2] == "text" and merged[-1][3] is None:
+            merged[-1][1] = n
+        else:
+            merged.append([pos, n, "text", None])
+    return [Span(k, s, e, ci) for s, e, k, ci in merged]
+
+
+def _user_rules(text: str, rs: RuleSet, spans: list[Span], calls: list[ParsedCall], drafts: list[CallDraft],
+                fmt_key: str) -> list[Finding]:
+    out: list[Finding] = []
+    value_param: dict[int, str] = {}
+    for d in drafts:
+        for p in d.params:
+            if p.value_start >= 0:
+                value_param[p.value_start] = p.name
+    for rule in rs.regex_rules:
+        if rule.formats and fmt_key not in rule.formats:
+            continue
+        regions: list[tuple[int, int, int | None]] = []
+        for target in rule.applies_to:
+            if target == "turn":
+                regions.append((0, len(text), None))
+            elif target == "call":
+                regions += [(c.start, c.end, c.call_index) for c in calls]
+            else:
+                for sp in spans:
+                    if sp.kind != target:
+                        continue
+                    if rule.params is not None and value_param.get(sp.start) not in rule.params:
+                        continue
+                    regions.append((sp.start, sp.end, sp.call_index))
+        for s, e, ci in regions:
+            if rule.functions is not None and (ci is None or calls[ci].function_name not in rule.functions):
+                continue
+            for m in rule.pattern.finditer(text, s, e):
+                if m.end() <= m.start():
+                    continue
+                sev = rule.severity or rs.categories[rule.category].severity
+                msg = rule.message or rs.message(rule.category, None, {"match": snip(m.group(), 40)})
+                try:
+                    msg = msg.format(match=snip(m.group(), 40))
+                except (KeyError, IndexError, ValueError):
+                    pass
+                out.append(Finding(rule.category, sev, m.start(), m.end(), msg, f"user/{rule.id}", ci))  # type: ignore[arg-type]
+                if ci is not None and sev in _BAD and rule.category not in calls[ci].categories:
+                    calls[ci].categories = sorted([*calls[ci].categories, rule.category])
+                    calls[ci].status = "malformed"
+    return out

@@ -1,0 +1,45 @@
+"""Which call format a trajectory uses, and whether its prompt forbids text after a call.
+
+The prompt's instructions decide first (the Qwen3.5/3.6/Qwen3-Coder block with
+``<function=example_function_name>`` vs the Hermes block ``{"name": <function-name>, "arguments":
+<args-json-object>}``; markers are data in ``rules/formats/<format>.yaml``), then how the tools are rendered
+(Qwen3-Coder's XML tool list), then what the output itself contains.
+"""
+
+from __future__ import annotations
+
+import re
+
+from trajlab.toolcalls.analyze import detect_output_format
+from trajlab.toolcalls.formats import FORMATS
+from trajlab.toolcalls.ruleset import get_ruleset
+
+_NO_SUFFIX = re.compile(r"\bONLY\s+reply\b[^\n]{0,200}?\bNO\s+suffix", re.IGNORECASE)
+
+
+def detect_tool_format(input_text: str, output_text: str = "", *, tools_source: str | None = None) -> str:
+    """``qwen3_coder`` | ``hermes`` | ``none`` for a trajectory with this prompt and output.
+
+    When a prompt carries both instruction blocks, the one written last wins (it is the one the template
+    appended for this conversation).
+    """
+    rs = get_ruleset(())
+    text = input_text or ""
+    best, best_pos = "none", -1
+    for name, markers in rs.prompt_markers.items():
+        if name not in FORMATS:
+            continue
+        for m in markers:
+            pos = text.rfind(m)
+            if pos > best_pos:
+                best, best_pos = name, pos
+    if best != "none":
+        return best
+    if tools_source == "prompt_xml":
+        return "qwen3_coder"
+    return detect_output_format(output_text or "", rs) if output_text else "none"
+
+
+def prompt_forbids_suffix(input_text: str) -> bool:
+    """True when the prompt says to reply ONLY with the call, with NO suffix (Qwen3-Coder / Qwen3.5 / 3.6)."""
+    return bool(_NO_SUFFIX.search(input_text or ""))

@@ -1,0 +1,37 @@
+"""What a call-format module provides (the interface :mod:`trajlab.toolcalls.analyze` drives).
+
+Adding a format (glm, seed, minimax, gemma4, ... from verl's parser list) means one new module with a
+:class:`ToolFormat` subclass, registered in :mod:`trajlab.toolcalls.formats`, plus ``rules/formats/<name>.yaml``
+(prompt and output markers) and, if it needs new problem names, entries in ``rules/taxonomy.yaml``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trajlab.toolcalls.draft import CallDraft, Issue
+from trajlab.toolcalls.ruleset import RuleSet
+
+
+class ToolFormat:
+    """One call format: a scanner that finds calls in text, and the canonical renderer."""
+
+    name: str = ""
+
+    def find_calls(
+        self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]]
+    ) -> tuple[list[CallDraft], list[Issue]]:
+        """Scan ``text[lo:hi]`` and return the calls found and the problems that belong to no call.
+
+        ``excluded`` are ranges already claimed by another format's calls (foreign markup); the scanner
+        ignores tags inside them. Must never raise on arbitrary text.
+        """
+        raise NotImplementedError
+
+    def render(self, name: str, arguments: dict[str, Any]) -> str:
+        """The canonical text of a well-formed call, as the model's chat template renders it."""
+        raise NotImplementedError
+
+    def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
+        """Like :meth:`render` from raw string values (kept verbatim where the format allows it)."""
+        return self.render(name, dict(params))

@@ -1,0 +1,215 @@
+"""The hermes call format (Qwen2.5, Qwen3, Qwen3-Next): ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``.
+
+The framing tags are found with one regex ``finditer``; each block body goes to :mod:`..jsonbody` (decode,
+diagnose, locate). A block that holds the XML format instead is handed to the qwen3_coder scanner and reported
+as ``format_mismatch``; another family's syntax (glm ``NAME<arg_key>``, a Python-style call) as
+``foreign_format``. verl's hermes parser needs both tags and a decodable object with ``name`` and
+``arguments`` (verl-formats.md §2.3); everything else is dropped, which is what the severities encode.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from trajlab.toolcalls.draft import CallDraft, Edit, Issue, Ranges, snip
+from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.jsonbody import fill_json_call
+from trajlab.toolcalls.ruleset import RuleSet
+
+_FRAME = re.compile(r"<(/?)([ \t]*)tool_call([^<>\n]{0,64})(>?)")
+_XML_IN = re.compile(r"<(?:function|parameter)=")
+
+
+@dataclass(slots=True)
+class _Frame:
+    close: bool
+    start: int
+    end: int
+    variant: str | None
+    attr: str = ""
+
+
+def _lex(text: str, lo: int, hi: int, excluded: list[tuple[int, int]]) -> list[_Frame]:
+    out: list[_Frame] = []
+    excl = Ranges(excluded) if excluded else None
+    for m in _FRAME.finditer(text, lo, hi):
+        s, e = m.span()
+        if excl and excl.covering(s) >= 0:
+            continue
+        slash, ws, tail, gt = m.groups()
+        f = _Frame(bool(slash), s, e, None)
+        if tail:
+            if tail[0] not in " \t" or not gt:
+                continue
+            f.variant, f.attr = "stray_attr", tail
+        elif not gt:
+            if e >= hi:
+                if not slash:
+                    continue
+                f.variant = "partial"
+            else:
+                f.variant = "missing_gt"
+        if ws and f.variant is None:
+            f.variant = "space"
+        out.append(f)
+    return out
+
+
+class _Scanner:
+    def __init__(self, text: str, lo: int, hi: int, rs: RuleSet, frames: list[_Frame],
+                 excluded: list[tuple[int, int]]) -> None:
+        self.text, self.lo, self.hi, self.rs, self.frames, self.excluded = text, lo, hi, rs, frames, excluded
+        self.calls: list[CallDraft] = []
+        self.turn_issues: list[Issue] = []
+
+    def _frame_issue(self, d: CallDraft, f: _Frame) -> None:
+        raw = self.text[f.start:f.end]
+        canon = "</tool_call>" if f.close else "<tool_call>"
+        if f.variant == "stray_attr":
+            d.add("stray_attribute", "close_tool_call" if f.close else "open_tool_call", f.start, f.end, tag=raw,
+                  attribute=f.attr.strip(), canonical=canon,
+                  edits=[Edit(f.start, f.end, canon, f"removed `{f.attr.strip()}` from `{raw}`")])
+        elif f.variant in ("missing_gt", "space"):
+            d.add("malformed_tag", "close_missing_gt" if f.variant == "missing_gt" else "space_in_tag",
+                  f.start, f.end, tag=raw, format="hermes", canonical_hint=f"it should read `{canon}`",
+                  edits=[Edit(f.start, f.end, canon, f"replaced `{raw}` by `{canon}`")])
+        elif f.variant == "partial":
+            d.add("missing_call_close", "at_end", f.start, f.end, tag=raw,
+                  edits=[Edit(f.end, f.end, ">", "completed `</tool_call>`")])
+
+    def _block(self, op: _Frame, close: _Frame | None, end: int, follower: str, doubled: list[_Frame]) -> None:
+        text = self.text
+        bs = op.end
+        be = close.start if close is not None else end
+        body = text[bs:be]
+        call_end = close.end if close is not None else be
+        if close is None:
+            call_end = bs + len(body.rstrip())
+        if close is not None and text[call_end:call_end + 1] == ">" and call_end < self.hi:
+            stray_gt = call_end
+            call_end += 1
+        else:
+            stray_gt = -1
+        if _XML_IN.search(body) and not body.lstrip().startswith("{"):
+            from trajlab.toolcalls.format_qwen3_coder import Qwen3CoderFormat
+
+            sub, _ = Qwen3CoderFormat().find_calls(text, op.start, call_end, self.rs, self.excluded)
+            for d in sub:
+                d.add("format_mismatch", "xml_in_json", d.start, d.end, found="an XML (qwen3_coder) call",
+                      expected="hermes")
+                d.rerender = True
+                self.calls.append(d)
+            return
+        d = CallDraft("hermes", op.start, call_end)
+        for f in doubled:
+            d.start = min(d.start, f.start)
+            d.add("malformed_tag", "doubled_opener", f.start, f.end, tag=text[f.start:f.end], format="hermes",
+                  canonical_hint="a call opens with a single `<tool_call>`",
+                  edits=[Edit(f.start, op.start, "", "removed the repeated opener")])
+            d.span("text", f.start, op.start)
+        self._frame_issue(d, op)
+        d.span("structural", op.start, op.end)
+        stripped = body.strip()
+        at_end = close is None and follower == "end"
+        lead = bs + len(body) - len(body.lstrip())
+        if not stripped:
+            if close is None:
+                d.add("truncated_call", "inside_json", d.start, be, where="right after `<tool_call>`",
+                      blocker="the output ends right after `<tool_call>`")
+            else:
+                d.add("empty_call", "empty", d.start, call_end, blocker="the block is empty: there is nothing to repair")
+            d.span("structural", bs, be)
+        else:
+            matched_foreign = False
+            if not stripped.startswith("{") and "{" not in stripped[:12]:
+                for fam, pat in self.rs.body_patterns:
+                    m = pat.match(stripped)
+                    if m:
+                        d.fmt, d.family, d.name = "foreign", fam, m.group(1)
+                        d.name_start, d.name_end = lead + m.start(1), lead + m.end(1)
+                        d.add("foreign_format", "body", lead, bs + len(body.rstrip()), family=fam, expected="hermes",
+                              blocker=f"the arguments of a {fam} call cannot be mapped reliably")
+                        d.span("structural", bs, d.name_start)
+                        d.span("function_name", d.name_start, d.name_end)
+                        d.span("text", d.name_end, be)
+                        matched_foreign = True
+                        break
+            if not matched_foreign:
+                if "{" not in stripped:
+                    what = "the output ends inside the call" if at_end else "no JSON object"
+                    if at_end:
+                        d.add("truncated_call", "inside_json", lead, be, where="before the JSON object",
+                              blocker="the output ends inside the call, the rest cannot be recovered")
+                    else:
+                        d.add("empty_call", "no_function", lead, bs + len(body.rstrip()), text=snip(stripped, 40),
+                              blocker=f"the block holds {what}")
+                    d.span("text", bs, be)
+                else:
+                    fill_json_call(d, text, bs, be, self.rs, at_end=at_end)
+        if close is not None:
+            self._frame_issue(d, close)
+            d.span("structural", close.start, close.end)
+            if stray_gt >= 0:
+                d.add("malformed_tag", "stray_gt", stray_gt, stray_gt + 1, tag=text[close.start:stray_gt + 1],
+                      format="hermes", canonical_hint="the closing tag is `</tool_call>`",
+                      edits=[Edit(stray_gt, stray_gt + 1, "", "removed the stray `>`")])
+                d.span("text", stray_gt, stray_gt + 1)
+        else:
+            variant = "at_end" if follower == "end" else "before_next_call"
+            d.add("missing_call_close", variant, op.start, op.end, tag=text[op.start:op.end],
+                  edits=[Edit(call_end, call_end, "\n</tool_call>", "added `</tool_call>`")])
+            d.rerender = True
+        d.spans.sort(key=lambda x: x[1])
+        self.calls.append(d)
+
+    def run(self) -> tuple[list[CallDraft], list[Issue]]:
+        text = self.text
+        op: _Frame | None = None
+        doubled: list[_Frame] = []
+        for f in self.frames:
+            if op is None:
+                if not f.close:
+                    op, doubled = f, []
+                else:
+                    raw = text[f.start:f.end]
+                    self.turn_issues.append(Issue("malformed_tag", "orphan_close", f.start, f.end,
+                                                  {"tag": raw, "format": "hermes",
+                                                   "canonical_hint": "no call is open here"}))
+                continue
+            if not f.close:
+                if set(text[op.end:f.start].strip()) <= {">"}:
+                    doubled.append(op)
+                    op = f
+                    continue
+                self._block(op, None, f.start, "next_call", doubled)
+                op, doubled = f, []
+                continue
+            self._block(op, f, f.end, "close", doubled)
+            op, doubled = None, []
+        if op is not None:
+            self._block(op, None, self.hi, "end", doubled)
+        self.calls.sort(key=lambda d: d.start)
+        return self.calls, self.turn_issues
+
+
+class HermesFormat(ToolFormat):
+    """``<tool_call>\\n{"name": NAME, "arguments": {...}}\\n</tool_call>``."""
+
+    name = "hermes"
+
+    def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet,
+                   excluded: list[tuple[int, int]]) -> tuple[list[CallDraft], list[Issue]]:
+        frames = _lex(text, lo, hi, excluded)
+        if not frames:
+            return [], []
+        return _Scanner(text, lo, hi, rs, frames, excluded).run()
+
+    def render(self, name: str, arguments: Any) -> str:
+        args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        return '<tool_call>\n{"name": ' + json.dumps(name, ensure_ascii=False) + ', "arguments": ' + args + "}\n</tool_call>"
+
+    def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
+        return self.render(name, dict(params))

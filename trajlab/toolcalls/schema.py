@@ -1,0 +1,261 @@
+"""Tool schemas: lookup by name, verl's value conversion, and the schema type checks.
+
+:func:`verl_convert` reproduces how verl's ``qwen3_coder`` parser (0.9.1, adapted from Qwen3-Coder's
+``qwen3coder_tool_parser.py``) turns a raw XML parameter value into a Python value, so that trajlab and the
+trainer agree on the arguments of a well-formed call (parsers.md §A.6, verl-formats.md §2.3):
+
+* ``"null"`` (any case) -> ``None`` for every type;
+* a parameter the function does not declare (or a function not in the tools) -> the raw string;
+* type = ``str(schema["type"]).strip().lower()`` (``"string"`` when the property has no type);
+* string / str / text / varchar / char / enum -> raw; int* / uint* / long* / short* / unsigned* -> ``int()``;
+  num* / float* -> ``float()``, integral floats become ``int``; boolean / bool / binary -> ``== "true"``;
+  object / dict* -> ``json.loads``, then ``ast.literal_eval``; anything else -> ``ast.literal_eval``;
+  every failed conversion keeps the raw string.
+
+:func:`check_xml_value` and :func:`check_json_value` say whether a value fits the declared type, and what
+verl would pass instead when it does not.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from typing import Any
+
+_STRING_TYPES = ("string", "str", "text", "varchar", "char", "enum")
+_INT_PREFIXES = ("int", "uint", "long", "short", "unsigned")
+_BOOL_TYPES = ("boolean", "bool", "binary")
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str
+    properties: dict[str, Any]
+    required: tuple[str, ...]
+    open_properties: bool  # additionalProperties allows undeclared parameters
+
+
+class ToolIndex:
+    """Declared tools by name (built once per tools list)."""
+
+    def __init__(self, tools: list[dict[str, Any]]) -> None:
+        self.tools: dict[str, ToolInfo] = {}
+        for t in tools:
+            if not isinstance(t, dict):
+                continue
+            if isinstance(t.get("function"), dict):  # tolerate the OpenAI wrapper
+                t = t["function"]
+            name = t.get("name")
+            if not isinstance(name, str) or not name:
+                continue
+            params = t.get("parameters") if isinstance(t.get("parameters"), dict) else {}
+            props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+            req = params.get("required") if isinstance(params.get("required"), list) else []
+            addl = params.get("additionalProperties", False)
+            self.tools.setdefault(
+                name, ToolInfo(name, props, tuple(str(r) for r in req), bool(addl) and addl is not False)
+            )
+        self.names: tuple[str, ...] = tuple(self.tools)
+
+    def get(self, name: str | None) -> ToolInfo | None:
+        return self.tools.get(name) if name is not None else None
+
+
+_INDEX_CACHE: dict[int, tuple[Any, ToolIndex]] = {}
+
+
+def tool_index(tools: list[dict[str, Any]] | None) -> ToolIndex | None:
+    """The :class:`ToolIndex` of ``tools`` (``None`` when no schema is known), cached per list object."""
+    if not tools:
+        return None
+    hit = _INDEX_CACHE.get(id(tools))
+    if hit is not None and hit[0] is tools:
+        return hit[1]
+    idx = ToolIndex(tools)
+    if not idx.tools:
+        return None
+    if len(_INDEX_CACHE) >= 64:
+        _INDEX_CACHE.clear()
+    _INDEX_CACHE[id(tools)] = (tools, idx)  # holding the list keeps its id from being reused
+    return idx
+
+
+def verl_type(prop: Any) -> str:
+    """The type string verl's conversion switches on."""
+    if isinstance(prop, dict) and "type" in prop:
+        return str(prop["type"]).strip().lower()
+    return "string"
+
+
+def _plain_json(v: Any, depth: int = 0) -> bool:
+    """True when ``v`` holds only str / int / float / list / str-keyed dict (no true/false/null)."""
+    if isinstance(v, bool) or v is None or depth > 50:
+        return False
+    if isinstance(v, (str, int, float)):
+        return True
+    if isinstance(v, list):
+        return all(_plain_json(x, depth + 1) for x in v)
+    if isinstance(v, dict):
+        return all(_plain_json(x, depth + 1) for x in v.values())
+    return False
+
+
+def _literal(raw: str) -> Any:
+    """``ast.literal_eval(raw)``, or ``raw`` when it fails (what verl does).
+
+    Fast path: a JSON text without backslashes and without true/false/null evaluates to the same value in
+    Python, so ``json.loads`` (C) answers for the common case of JSON arrays/objects/numbers.
+    """
+    if "\\" not in raw and raw[:1] in "[{-0123456789":
+        try:
+            v = json.loads(raw)
+        except Exception:
+            v = None
+        if v is not None and _plain_json(v):
+            return v
+    try:
+        return ast.literal_eval(raw)
+    except Exception:  # literal_eval raises many types (ValueError, SyntaxError, MemoryError, RecursionError)
+        return raw
+
+
+def verl_convert(raw: str, name: str, properties: dict[str, Any]) -> Any:
+    """Convert one raw XML parameter value exactly like verl's ``qwen3_coder`` parser."""
+    if raw.lower() == "null":
+        return None
+    if name not in properties:
+        return raw
+    ptype = verl_type(properties[name])
+    if ptype in _STRING_TYPES:
+        return raw
+    if ptype.startswith(_INT_PREFIXES):
+        try:
+            return int(raw)
+        except Exception:
+            return raw
+    if ptype.startswith(("num", "float")):
+        try:
+            f = float(raw)
+            return f if f - int(f) != 0 else int(f)
+        except Exception:
+            return raw
+    if ptype in _BOOL_TYPES:
+        return raw.lower() == "true"
+    if ptype == "object" or ptype.startswith("dict"):
+        try:
+            return json.loads(raw)
+        except Exception:
+            pass
+    return _literal(raw)
+
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True)
+class TypeCheck:
+    ok: bool
+    variant: str = ""  # type_mismatch variant, or verl_conversion_divergence variant when ok and diverges
+    expected: str = ""
+    verl: Any = None
+    divergence: bool = False
+    allowed: str = ""
+
+
+def _enum_check(value: Any, prop: dict[str, Any]) -> TypeCheck | None:
+    enum = prop.get("enum")
+    if isinstance(enum, list) and enum and value not in enum:
+        return TypeCheck(False, "enum", "one of the enum values", value, allowed=", ".join(map(str, enum[:12])))
+    return None
+
+
+def check_xml_value(raw: str, prop: Any, converted: Any = _UNSET) -> TypeCheck:
+    """Does the raw XML value fit ``prop``'s type? (Only simple string types are checked.)
+
+    ``converted`` is :func:`verl_convert`'s result for the same value when the caller already has it.
+    """
+    if not isinstance(prop, dict):
+        return TypeCheck(True)
+    t = prop.get("type")
+    if raw.lower() == "null":
+        if isinstance(t, str) and t.strip().lower() in _STRING_TYPES:
+            return TypeCheck(True, "null_string", "string", None, divergence=True)
+        return TypeCheck(True)
+    if not isinstance(t, str):
+        return TypeCheck(True)
+    ptype = t.strip().lower()
+    if ptype in _STRING_TYPES:
+        return _enum_check(raw, prop) or TypeCheck(True)
+    if ptype.startswith(_INT_PREFIXES):
+        try:
+            v = int(raw)
+        except Exception:
+            return TypeCheck(False, "integer", "an integer", raw)
+        return _enum_check(v, prop) or TypeCheck(True)
+    if ptype.startswith(("num", "float")):
+        try:
+            float(raw)
+        except Exception:
+            return TypeCheck(False, "number", "a number", raw)
+        return TypeCheck(True)
+    if ptype in _BOOL_TYPES:
+        if raw.lower() in ("true", "false"):
+            return TypeCheck(True)
+        return TypeCheck(False, "boolean", "true or false", raw.lower() == "true")
+    if ptype == "object" or ptype.startswith("dict"):
+        try:
+            v = json.loads(raw)
+        except Exception:
+            v = _literal(raw)
+            if isinstance(v, dict):
+                return TypeCheck(True)
+            return TypeCheck(False, "object", "a JSON object", v)
+        if isinstance(v, dict):
+            return TypeCheck(True)
+        return TypeCheck(False, "object", "a JSON object", v)
+    if ptype in ("array", "arr") or ptype.startswith("list"):
+        v = converted if converted is not _UNSET else _literal(raw)
+        if isinstance(v, list):
+            return TypeCheck(True)
+        try:
+            j = json.loads(raw)
+        except Exception:
+            j = None
+        if isinstance(j, list):
+            return TypeCheck(True, "literal_eval", "JSON array", v, divergence=True)
+        return TypeCheck(False, "array", "a JSON array", v)
+    return TypeCheck(True)
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
+
+
+def check_json_value(value: Any, prop: Any) -> TypeCheck:
+    """Does a decoded JSON value fit ``prop``'s JSON-schema type? (verl's hermes parser converts nothing.)"""
+    if not isinstance(prop, dict):
+        return TypeCheck(True)
+    t = prop.get("type")
+    types = [t] if isinstance(t, str) else (t if isinstance(t, list) else None)
+    if not types:
+        return _enum_check(value, prop) or TypeCheck(True)
+    if value is None and "null" in types:
+        return TypeCheck(True)
+    for ty in types:
+        py = _JSON_TYPES.get(str(ty).lower())
+        if py is None:
+            return _enum_check(value, prop) or TypeCheck(True)  # unknown type name: do not judge
+        if isinstance(value, bool) and bool not in py:
+            continue
+        if str(ty).lower() == "integer" and isinstance(value, float) and value.is_integer():
+            return _enum_check(value, prop) or TypeCheck(True)
+        if isinstance(value, py):
+            return _enum_check(value, prop) or TypeCheck(True)
+    return TypeCheck(False, "json_type", " or ".join(map(str, types)), value)
