@@ -13,9 +13,7 @@ Heavy modules (torch, transformers) are imported inside the functions.
 from __future__ import annotations
 
 import gc
-import sys
 import time
-import types
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -590,12 +588,6 @@ def _progress(enabled: bool, label: str, total_chars: int) -> _Bar | None:
     return _Bar(label, total_chars) if enabled else None
 
 
-class _CallableModule(types.ModuleType):
-    """``trajlab.rescore`` is both this package and the function: ``import trajlab; trajlab.rescore(out, ckpts)``
-    keeps working after the package has been imported (Python then finds the package, not the function)."""
+from trajlab._callable import make_module_callable  # noqa: E402
 
-    def __call__(self, *args: Any, **kwargs: Any) -> RescoreSummary:
-        return rescore(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+make_module_callable(__name__, rescore)
