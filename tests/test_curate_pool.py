@@ -291,7 +291,7 @@ def _verl_python() -> str | None:
     return None
 
 
-VERL_CHECK = Path("/work/shared/tools/verl-sft-check/verl_sft_load.py")
+VERL_CHECK = Path(__file__).resolve().parents[2] / "shared" / "tools" / "verl-sft-check" / "verl_sft_load.py"
 
 
 @pytest.mark.verl

@@ -66,7 +66,7 @@ RECORDS = _records()
 
 
 def test_corpus_copy_matches_shared_when_available() -> None:
-    shared = Path("/work/shared/corpus/real_tool_calls.dev.jsonl")
+    shared = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "real_tool_calls.dev.jsonl"  # ../shared
     if not shared.exists():
         pytest.skip("shared corpus not mounted")
     assert CORPUS.read_bytes() == shared.read_bytes()
