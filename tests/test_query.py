@@ -240,7 +240,7 @@ def test_cli_lists_views_and_prints_results(run: Path, tmp_path: Path, capsys: p
 
 
 def _doc_queries() -> list[str]:
-    """Every `trajlab sql OUT "..."` example in the README and in docs/sql_report_show.md."""
+    """Every `trajlab sql OUT "..."` example in the README."""
     found: list[str] = []
     for p in (REPO / "README.md", REPO / "docs" / "sql_report_show.md"):
         if p.is_file():
@@ -253,7 +253,7 @@ def _doc_queries() -> list[str]:
 
 def test_documented_example_queries_run(run: Path, tmp_path: Path) -> None:
     queries = _doc_queries() + [h.example for h in HELPERS]
-    assert len(queries) >= len(HELPERS) + 5, "docs/sql_report_show.md should show at least 5 example queries"
+    assert len(queries) >= len(HELPERS) + 5, "the README should show at least 5 example queries"
     # rescore examples bind against tables with the rescore schemas (empty here; test_report fills them)
     from trajlab.rescore.outputs import COMPARE, PER_CHECKPOINT
     from trajlab.tables import empty_table, write_table

@@ -1,7 +1,7 @@
 """Every record of the public corpus (tests/data/corpus/, copied from shared/corpus) is classified as labelled.
 
 The corpus uses its own label names; this is how they map onto trajlab's taxonomy (documented in
-docs/classifier.md):
+the README, section "The classifier"):
 
 | corpus label | trajlab category |
 |---|---|
