@@ -57,11 +57,13 @@ def analyze_trajectory(
     tool_format: str | None = None,
     tools: list[dict[str, Any]] | None = None,
     rules_dirs: tuple[str, ...] = (),
+    with_spans: bool = False,
 ) -> TrajectoryAnalysis:
     """Classify every assistant turn of ``rec``.
 
     ``tool_format`` / ``tools`` override what the prompt says (``--tool-format`` / ``--tools``); the record's
-    own schemas (OpenAI-messages ``tools``) come next, then the prompt's ``<tools>`` block.
+    own schemas (OpenAI-messages ``tools``) come next, then the prompt's ``<tools>`` block. ``with_spans``
+    asks the classifier for the per-turn span tiling (the tables store none, so scan skips it).
     """
     from trajlab.toolcalls import analyze_turn, detect_tool_format
 
@@ -97,7 +99,9 @@ def analyze_trajectory(
             forbids_suffix=facts.forbids_suffix,
             schema_known=schema_known,
         )
-        ta = analyze_turn(t.text, tool_format=fmt or "none", tools=use_tools, context=ctx, rules_dirs=rules_dirs)
+        ta = analyze_turn(
+            t.text, tool_format=fmt or "none", tools=use_tools, context=ctx, rules_dirs=rules_dirs, spans=with_spans
+        )
         out.append((t, ta))
         n_calls += len(ta.calls)
         n_bad += sum(1 for c in ta.calls if c.status == "malformed")

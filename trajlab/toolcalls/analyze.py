@@ -56,6 +56,7 @@ def analyze_turn(
     tools: list[dict[str, Any]] | None,
     context: TurnContext,
     rules_dirs: tuple[str, ...] = (),
+    spans: bool = True,
 ) -> TurnAnalysis:
     """Classify one assistant turn. Never raises: an internal failure becomes an ``internal_error`` finding.
 
@@ -65,6 +66,8 @@ def analyze_turn(
         tools: normalised tool schemas ``{"name", "description", "parameters"}``; ``None`` skips schema checks.
         context: facts about the turn (last turn, prompt forbids a suffix, ...).
         rules_dirs: user rule packs on top of the built-in ``rules/``.
+        spans: build the tiling spans (``False`` leaves ``TurnAnalysis.spans`` empty: ``scan`` stores no spans,
+            and tiling is a sixth of the cost of a call-heavy turn).
     """
     if not isinstance(text, str):
         text = "" if text is None else str(text)
@@ -75,17 +78,17 @@ def analyze_turn(
             rs = get_ruleset(())
         except Exception as e2:  # pragma: no cover - the built-in pack is part of the package
             return _failed(text, e2, None)
-        ta = _safe(text, tool_format, tools, context, rs)
+        ta = _safe(text, tool_format, tools, context, rs, with_spans=spans)
         ta.findings.append(_internal(rs, 0, len(text), e))
         return ta
-    return _safe(text, tool_format, tools, context, rs)
+    return _safe(text, tool_format, tools, context, rs, with_spans=spans)
 
 
 def _safe(text: str, tool_format: str, tools: Any, context: Any, rs: RuleSet, *,
-          tool_context: bool = False) -> TurnAnalysis:
+          tool_context: bool = False, with_spans: bool = True) -> TurnAnalysis:
     try:
         return _analyze(text, tool_format, tools, context if isinstance(context, TurnContext) else TurnContext(),
-                        rs, repair=True, tool_context=tool_context)
+                        rs, repair=True, tool_context=tool_context, with_spans=with_spans)
     except Exception as e:  # never raise on model text: report the turn unclassified
         return _failed(text, e, rs)
 
@@ -166,7 +169,7 @@ def _segments(n: int, think: list[tuple[int, int, int, int, int, int]]) -> list[
 
 
 def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: RuleSet, *, repair: bool,
-             tool_context: bool = False) -> TurnAnalysis:
+             tool_context: bool = False, with_spans: bool = True) -> TurnAnalysis:
     n = len(text)
     if n == 0:
         return TurnAnalysis([], [], [])
@@ -254,11 +257,11 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
     if not calls and (fmt in FORMATS or index is not None or tool_context):
         findings += _invented(text, think, rs, index, fmt_key)
 
-    tiled = _tile(spans, n)
+    tiled = _tile(spans, n) if with_spans or rs.regex_rules else []
     if rs.regex_rules:
         findings += _user_rules(text, rs, tiled, calls, drafts, fmt_key)
     findings.sort(key=lambda f: (f.start, f.end, f.category))
-    return TurnAnalysis(calls, findings, tiled)
+    return TurnAnalysis(calls, findings, tiled if with_spans else [])
 
 
 def _text_after(text: str, end: int, think: list[tuple[int, int, int, int, int, int]], ctx: TurnContext) -> Issue | None:
@@ -532,7 +535,7 @@ def _repair(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: st
             what = ["the call text itself is well-formed; " + (
                 "move it after </think>" if any(i.category == "call_inside_think" for i, _ in bad)
                 else "drop the text after it")]
-    sub = _analyze(repaired, target, tools, TurnContext(), rs, repair=False)
+    sub = _analyze(repaired, target, tools, TurnContext(), rs, repair=False, with_spans=False)
     left = sorted({f.category for f in sub.findings if f.severity in _BAD})
     if len(sub.calls) != 1 or left:
         why = ", ".join(left) if left else f"{len(sub.calls)} calls"
