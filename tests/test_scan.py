@@ -177,3 +177,18 @@ def test_cli_scan_json_and_fail_above(run_dir, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "early warning" in out and "malformed-call rate per step" in out
     assert main(["scan", str(run_dir), "-o", str(tmp_path / "o"), "--tool-format", "nope"]) == 2
+
+
+def test_scan_other_input_formats_from_sample_data(tmp_path):
+    root = Path(__file__).resolve().parents[1] / "sample_data"
+    s = scan([root / "verl_tool_run", root / "openai_messages"], tmp_path / "o", progress=False)
+    t = pl.read_parquet(tmp_path / "o" / "trajectories.parquet")
+    assert set(t["source_format"]) == {"verl_tool_json", "openai_messages"}
+    assert s.ingest_errors == 0 and s.calls > 0
+    assert set(t.filter(pl.col("source_format") == "verl_tool_json")["split"]) == {"train", "val"}
+    calls = pl.read_parquet(tmp_path / "o" / "calls.parquet")
+    # the OpenAI log's broken `arguments` strings are reported, not dropped
+    bad = calls.join(t.select("trajectory_id", "source_format"), on="trajectory_id").filter(
+        (pl.col("source_format") == "openai_messages") & (pl.col("status") == "malformed")
+    )
+    assert bad.height > 0 and any("invalid_json" in c for c in bad["categories"].to_list())
