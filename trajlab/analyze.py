@@ -82,6 +82,9 @@ def analyze_trajectory(
         use_tools = _tools_cached(tools_json) if tools_json else None
     schema_known = bool(use_tools)
 
+    # one context per position (the classifier only reads it)
+    contexts = {last: TurnContext(is_last_turn=last, output_truncated=False, forbids_suffix=facts.forbids_suffix,
+                                  schema_known=schema_known) for last in (False, True)}
     asst = [t for t in rec.turns if t.role == "assistant"]
     last_asst = asst[-1].index if asst else -1
     out: list[tuple[Turn, TurnAnalysis | None]] = []
@@ -93,18 +96,14 @@ def analyze_trajectory(
             out.append((t, None))
             continue
         is_last = t.index == last_asst and t.char_end == len(rec.output)
-        ctx = TurnContext(
-            is_last_turn=is_last,
-            output_truncated=False,
-            forbids_suffix=facts.forbids_suffix,
-            schema_known=schema_known,
-        )
         ta = analyze_turn(
-            t.text, tool_format=fmt or "none", tools=use_tools, context=ctx, rules_dirs=rules_dirs, spans=with_spans
+            t.text, tool_format=fmt or "none", tools=use_tools, context=contexts[is_last], rules_dirs=rules_dirs,
+            spans=with_spans,
         )
         out.append((t, ta))
-        n_calls += len(ta.calls)
-        n_bad += sum(1 for c in ta.calls if c.status == "malformed")
+        if ta.calls:
+            n_calls += len(ta.calls)
+            n_bad += sum(1 for c in ta.calls if c.status == "malformed")
         if t.index == last_asst:
             last_has_call = bool(ta.calls)
             if is_last and (

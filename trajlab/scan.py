@@ -117,90 +117,64 @@ class ScanSummary:
 # worker side
 
 
-def _rows_for(rec: RawTrajectory, opts: ScanOptions, cols: dict[str, dict[str, list[Any]]], traj_id: str) -> None:
+#: column order of the row tuples each table collects (rows are transposed into columns once per task)
+ROW_COLUMNS: dict[str, tuple[str, ...]] = {
+    "trajectories": ("trajectory_id", "source_path", "source_line", "source_format", "split", "step", "group_id",
+                     "score", "tool_format", "n_turns", "n_calls", "n_malformed_calls", "has_final_answer",
+                     "truncated", "schema_checked", "input", "output", "tools", "extra"),
+    "turns": ("trajectory_id", "turn_index", "role", "text", "char_start", "char_end"),
+    "calls": ("call_id", "trajectory_id", "turn_index", "call_index", "step", "split", "format", "raw", "char_start",
+              "char_end", "function_name", "matched_tool", "arguments", "status", "categories", "repaired",
+              "repaired_arguments", "repair_note"),
+    "findings": ("trajectory_id", "turn_index", "call_id", "step", "split", "category", "severity", "char_start",
+                 "char_end", "message", "rule_id"),
+    "ingest_errors": ("source_path", "line", "reason"),
+}
+Rows = dict[str, list[tuple[Any, ...]]]
+
+
+def _rows_for(rec: RawTrajectory, opts: ScanOptions, rows: Rows, traj_id: str) -> None:
+    """Append the rows of one trajectory (in :data:`ROW_COLUMNS` order) to ``rows``."""
     from trajlab.analyze import analyze_trajectory
 
     an = analyze_trajectory(rec, tool_format=opts.tool_format, tools=opts.tools, rules_dirs=opts.rules_dirs)
-    t = cols["trajectories"]
-    for k, v in (
-        ("trajectory_id", traj_id),
-        ("source_path", rec.source_path),
-        ("source_line", rec.source_line),
-        ("source_format", rec.source_format),
-        ("split", rec.split),
-        ("step", rec.step),
-        ("group_id", rec.group_id),
-        ("score", rec.score),
-        ("tool_format", an.tool_format),
-        ("n_turns", len(rec.turns)),
-        ("n_calls", an.n_calls),
-        ("n_malformed_calls", an.n_malformed),
-        ("has_final_answer", an.has_final_answer),
-        ("truncated", an.truncated),
-        ("schema_checked", an.schema_checked),
-        ("input", rec.input),
-        ("output", rec.output),
-        ("tools", an.tools_json),
-        ("extra", dumps_extra(rec.extra)),
-    ):
-        t[k].append(v)
-    tu, ca, fi = cols["turns"], cols["calls"], cols["findings"]
+    rows["trajectories"].append((
+        traj_id, rec.source_path, rec.source_line, rec.source_format, rec.split, rec.step, rec.group_id, rec.score,
+        an.tool_format, len(rec.turns), an.n_calls, an.n_malformed, an.has_final_answer, an.truncated,
+        an.schema_checked, rec.input, rec.output, an.tools_json, dumps_extra(rec.extra),
+    ))
+    turns, calls, findings = rows["turns"], rows["calls"], rows["findings"]
+    step, split = rec.step, rec.split
     for turn, ta in an.turns:
-        tu["trajectory_id"].append(traj_id)
-        tu["turn_index"].append(turn.index)
-        tu["role"].append(turn.role)
-        tu["text"].append(turn.text)
-        tu["char_start"].append(turn.char_start)
-        tu["char_end"].append(turn.char_end)
+        ti = turn.index
+        turns.append((traj_id, ti, turn.role, turn.text, turn.char_start, turn.char_end))
         if ta is None:
             continue
         off = turn.char_start
         call_ids = {}
         for c in ta.calls:
-            cid = f"{traj_id}:{turn.index}:{c.call_index}"
+            cid = f"{traj_id}:{ti}:{c.call_index}"
             call_ids[c.call_index] = cid
-            for k, v in (
-                ("call_id", cid),
-                ("trajectory_id", traj_id),
-                ("turn_index", turn.index),
-                ("call_index", c.call_index),
-                ("step", rec.step),
-                ("split", rec.split),
-                ("format", c.format),
-                ("raw", c.raw),
-                ("char_start", c.start + off),
-                ("char_end", c.end + off),
-                ("function_name", c.function_name),
-                ("matched_tool", c.matched_tool),
-                ("arguments", _json_or_none(c.arguments)),
-                ("status", c.status),
-                ("categories", list(c.categories)),
-                ("repaired", c.repaired),
-                ("repaired_arguments", _json_or_none(c.repaired_arguments) if c.repaired is not None else None),
-                ("repair_note", c.repair_note),
-            ):
-                ca[k].append(v)
+            calls.append((
+                cid, traj_id, ti, c.call_index, step, split, c.format, c.raw, c.start + off, c.end + off,
+                c.function_name, c.matched_tool, _json_or_none(c.arguments), c.status, list(c.categories),
+                c.repaired, _json_or_none(c.repaired_arguments) if c.repaired is not None else None, c.repair_note,
+            ))
         for f in ta.findings:
-            for k, v in (
-                ("trajectory_id", traj_id),
-                ("turn_index", turn.index),
-                ("call_id", call_ids.get(f.call_index) if f.call_index is not None else None),
-                ("step", rec.step),
-                ("split", rec.split),
-                ("category", f.category),
-                ("severity", f.severity),
-                ("char_start", f.start + off),
-                ("char_end", f.end + off),
-                ("message", f.message),
-                ("rule_id", f.rule_id),
-            ):
-                fi[k].append(v)
+            findings.append((
+                traj_id, ti, call_ids.get(f.call_index) if f.call_index is not None else None, step, split,
+                f.category, f.severity, f.start + off, f.end + off, f.message, f.rule_id,
+            ))
+
+
+#: ``json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)``, without building an encoder per call
+_ENCODE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str).encode
 
 
 def _json_or_none(v: Any) -> str | None:
     if v is None:
         return None
-    return json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
+    return _ENCODE(v)
 
 
 def trajectory_id(rel: str, line: int, raw_key: str) -> str:
@@ -210,41 +184,47 @@ def trajectory_id(rel: str, line: int, raw_key: str) -> str:
 
 def process_task(task: FileTask, opts: ScanOptions, part_dir: str) -> dict[str, Any]:
     """Worker: ingest + classify one byte range and write its part files. Returns stats for the manifest."""
-    cols: dict[str, dict[str, list[Any]]] = {s.name: {c: [] for c in s.column_names} for s in PART_TABLES}
-    errs = cols["ingest_errors"]
+    rows: Rows = {s.name: [] for s in PART_TABLES}
+    errs = rows["ingest_errors"]
     steps: set[int] = set()
     n = 0
     for item in iter_records(task):
         if isinstance(item, IngestError):
-            errs["source_path"].append(item.source_path)
-            errs["line"].append(item.line)
-            errs["reason"].append(item.reason)
+            errs.append((item.source_path, item.line, item.reason))
             continue
         key = hashlib.sha1((item.input + "\x00" + item.output).encode("utf-8", "surrogatepass")).hexdigest()
         try:
-            _rows_for(item, opts, cols, trajectory_id(task.rel, item.source_line, key))
+            _rows_for(item, opts, rows, trajectory_id(task.rel, item.source_line, key))
         except Exception as e:  # the classifier never raises by contract; keep going if it ever does
-            errs["source_path"].append(task.rel)
-            errs["line"].append(item.source_line)
-            errs["reason"].append(f"internal error while classifying (please report): {type(e).__name__}: {e}")
+            errs.append((task.rel, item.source_line,
+                         f"internal error while classifying (please report): {type(e).__name__}: {e}"))
             continue
         n += 1
         if item.step is not None:
             steps.add(item.step)
     pdir = Path(part_dir)
     pdir.mkdir(parents=True, exist_ok=True)
+    cols = {spec.name: _columns(spec.name, rows[spec.name]) for spec in PART_TABLES}
     for spec in PART_TABLES:
         write_table(spec, _cols_table(spec, cols[spec.name]), pdir / f"{task.chunk:05d}.{spec.name}.parquet")
     stats = {
         "chunk": task.chunk,
         "records": n,
-        "errors": len(errs["reason"]),
+        "errors": len(errs),
         "bytes": task.end - task.start,
         "min_step": min(steps) if steps else None,
         "splits": sorted(set(cols["trajectories"]["split"])),
     }
     atomic_write_json(pdir / f"{task.chunk:05d}.done.json", stats)
     return stats
+
+
+def _columns(table: str, rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    """Row tuples → one list per column."""
+    names = ROW_COLUMNS[table]
+    if not rows:
+        return {c: [] for c in names}
+    return {c: list(col) for c, col in zip(names, zip(*rows, strict=True), strict=True)}
 
 
 def _cols_table(spec: TableSpec, cols: dict[str, list[Any]]) -> pa.Table:

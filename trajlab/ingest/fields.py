@@ -68,9 +68,13 @@ def prompt_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+#: ``json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)`` without building an encoder per call
+_ENCODE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str).encode
+
+
 def dumps_extra(extra: dict[str, Any]) -> str:
     """Deterministic JSON for the ``extra`` column (non-JSON values become strings, NaN becomes null)."""
-    return json.dumps(_clean(extra), ensure_ascii=False, sort_keys=True, default=str)
+    return _ENCODE(_clean(extra))
 
 
 def _clean(v: Any) -> Any:

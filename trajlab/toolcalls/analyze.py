@@ -2,7 +2,8 @@
 
 Pipeline of :func:`analyze_turn` (never raises):
 
-1. fast path: one precompiled regex search; a turn with no call markup returns a single ``text`` span;
+1. fast paths: a few ``str.find`` calls; a turn with no call markup returns a single ``text`` span; a turn
+   whose calls are all canonical and well-formed is recognised by :mod:`.fastpath` and returned directly;
 2. ``<think>`` regions are cut out; each segment is scanned for foreign markup, then by the turn's format
    module (``format_<name>.py``), then for bare JSON calls;
 3. turn-level facts are attached (call inside ``<think>``, text after the last call);
@@ -21,6 +22,7 @@ from typing import Any
 
 from trajlab.model import Finding, ParsedCall, Span, TurnAnalysis, TurnContext
 from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, Issue, snip
+from trajlab.toolcalls.fastpath import fast_calls
 from trajlab.toolcalls.format_foreign import find_foreign
 from trajlab.toolcalls.formats import FORMATS
 from trajlab.toolcalls.jsonbody import find_bare_json
@@ -28,6 +30,8 @@ from trajlab.toolcalls.names import match_name
 from trajlab.toolcalls.ruleset import RuleSet, get_ruleset
 from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, tool_index, verl_convert
 
+#: take :mod:`.fastpath` for canonical, well-formed turns (tests switch it off to compare with the full pipeline)
+FAST_PATH = True
 _PLACEMENT = ("text_after_call", "call_inside_think")
 _SPECIAL_TOKENS = re.compile(r"<\|(?:im_end|endoftext|eot_id|end|im_start)\|>")
 _BAD = ("error", "warning")
@@ -189,7 +193,13 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
             if trig in text:
                 has_foreign = True
                 break
-    for lo, hi, in_think in _segments(n, think):
+    segments = _segments(n, think)
+    if FAST_PATH and not has_foreign and not rs.regex_rules and (not think or think[-1][4] >= 0):  # closed
+        fast = fast_calls(text, fmt, index, segments, rs, with_spans)
+        if fast is not None:  # every call canonical and well-formed: no finding, no repair
+            calls, call_spans = fast
+            return TurnAnalysis(calls, [], _tile(call_spans + _think_spans(think), n) if with_spans else [])
+    for lo, hi, in_think in segments:
         if hi <= lo or (not rs.foreign_untriggered and not _segment_has_markup(text, lo, hi, rs)):
             continue
         seg_drafts = find_foreign(text, lo, hi, rs) if has_foreign else []
@@ -245,13 +255,9 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
     fmt_key = fmt if fmt in FORMATS else "none"
     for iss in turn_issues:
         findings.append(_finding(rs, iss, fmt_key, None))
-    for cs, ce, os_, oe, c_s, c_e in think:
-        if os_ >= 0:
-            spans.append((os_, oe, "structural", None))
-        spans.append((cs, ce, "think", None))
-        if c_s >= 0:
-            spans.append((c_s, c_e, "structural", None))
-        else:
+    spans += _think_spans(think)
+    for cs, _ce, os_, oe, c_s, _c_e in think:
+        if c_s < 0:
             findings.append(_finding(rs, Issue("unclosed_think", "at_end", os_ if os_ >= 0 else cs, oe if oe >= 0
                                                else cs), fmt_key, None))
     if not calls and (fmt in FORMATS or index is not None or tool_context):
@@ -262,6 +268,18 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
         findings += _user_rules(text, rs, tiled, calls, drafts, fmt_key)
     findings.sort(key=lambda f: (f.start, f.end, f.category))
     return TurnAnalysis(calls, findings, tiled if with_spans else [])
+
+
+def _think_spans(think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[int, int, str, int | None]]:
+    """``structural`` spans of the think tags and ``think`` spans of their content."""
+    spans: list[tuple[int, int, str, int | None]] = []
+    for cs, ce, os_, oe, c_s, c_e in think:
+        if os_ >= 0:
+            spans.append((os_, oe, "structural", None))
+        spans.append((cs, ce, "think", None))
+        if c_s >= 0:
+            spans.append((c_s, c_e, "structural", None))
+    return spans
 
 
 def _text_after(text: str, end: int, think: list[tuple[int, int, int, int, int, int]], ctx: TurnContext) -> Issue | None:

@@ -19,7 +19,8 @@ from trajlab.toolcalls.format_base import ToolFormat
 from trajlab.toolcalls.jsonbody import fill_json_call
 from trajlab.toolcalls.ruleset import RuleSet
 
-_FRAME = re.compile(r"<(/?)([ \t]*)tool_call([^<>\n]{0,64})(>?)")
+#: the frame lexer (shared with :mod:`.fastpath`)
+FRAME_RE = re.compile(r"<(/?)([ \t]*)tool_call([^<>\n]{0,64})(>?)")
 _XML_IN = re.compile(r"<(?:function|parameter)=")
 
 
@@ -35,7 +36,7 @@ class _Frame:
 def _lex(text: str, lo: int, hi: int, excluded: list[tuple[int, int]]) -> list[_Frame]:
     out: list[_Frame] = []
     excl = Ranges(excluded) if excluded else None
-    for m in _FRAME.finditer(text, lo, hi):
+    for m in FRAME_RE.finditer(text, lo, hi):
         s, e = m.span()
         if excl and excl.covering(s) >= 0:
             continue

@@ -23,7 +23,8 @@ from trajlab.toolcalls.format_base import ToolFormat
 from trajlab.toolcalls.jsonbody import decode_body, fill_json_call, walk
 from trajlab.toolcalls.ruleset import RuleSet
 
-_TAG = re.compile(r"<(/?)([ \t]*)(tool_call|function|parameter)([^<>\n]{0,256})(>?)")
+#: the tag lexer (:mod:`.fastpath` mirrors its grammar; tests/test_toolcalls_fastpath.py checks they agree)
+TAG_RE = re.compile(r"<(/?)([ \t]*)(tool_call|function|parameter)([^<>\n]{0,256})(>?)")
 _NAME_ATTRS = re.compile(r"([^\s=]+)([ \t]+[\w\-:.]+[ \t]*=.*)")
 _ATTR_NAME = re.compile(r'[ \t]+name[ \t]*=[ \t]*"([^"]*)"')
 _SPACE_EQ = re.compile(r"[ \t]*=[ \t]*(.*)")
@@ -61,7 +62,7 @@ class Tok:
 def _lex(text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]]) -> list[Tok]:
     toks: list[Tok] = []
     excl = Ranges(excluded) if excluded else None
-    for m in _TAG.finditer(text, lo, hi):
+    for m in TAG_RE.finditer(text, lo, hi):
         s, e = m.span()
         if excl and excl.covering(s) >= 0:
             continue

@@ -451,7 +451,7 @@ def fill_json_call(d: CallDraft, text: str, bs: int, be: int, rs: RuleSet, *, at
         nm = _NAME_GUESS.search(text, bs, be)
         if nm:
             d.name, d.name_start, d.name_end = nm.group(1), nm.start(1), nm.end(1)
-    _json_spans(d, text, bs, be, members)
+    json_spans(d, text, bs, be, members)
     return dec
 
 
@@ -479,7 +479,8 @@ def _json_params(d: CallDraft, members: list[Member], sh: Shape, text: str) -> N
             d.params.append(ParamDraft(str(k), -1, -1, None, v, -1, -1))
 
 
-def _json_spans(d: CallDraft, text: str, bs: int, be: int, members: list[Member]) -> None:
+def json_spans(d: CallDraft, text: str, bs: int, be: int, members: list[Member]) -> None:
+    """Spans of the body ``text[bs:be]``: name, parameter names and values, structural in between."""
     content: list[tuple[str, int, int]] = []
     if d.name_start >= 0:
         content.append(("function_name", d.name_start, d.name_end))

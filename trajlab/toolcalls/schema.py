@@ -94,10 +94,11 @@ def _plain_json(v: Any, depth: int = 0) -> bool:
         return False
     if isinstance(v, (str, int, float)):
         return True
-    if isinstance(v, list):
-        return all(_plain_json(x, depth + 1) for x in v)
-    if isinstance(v, dict):
-        return all(_plain_json(x, depth + 1) for x in v.values())
+    if isinstance(v, (list, dict)):
+        for x in v if isinstance(v, list) else v.values():  # a loop, not all(genexpr): this runs per value
+            if not _plain_json(x, depth + 1):
+                return False
+        return True
     return False
 
 
@@ -163,6 +164,9 @@ class TypeCheck:
     allowed: str = ""
 
 
+_OK = TypeCheck(True)  # the common answer, shared (frozen): building a dataclass per value costs more than the check
+
+
 def _enum_check(value: Any, prop: dict[str, Any]) -> TypeCheck | None:
     enum = prop.get("enum")
     if isinstance(enum, list) and enum and value not in enum:
@@ -176,32 +180,32 @@ def check_xml_value(raw: str, prop: Any, converted: Any = _UNSET) -> TypeCheck:
     ``converted`` is :func:`verl_convert`'s result for the same value when the caller already has it.
     """
     if not isinstance(prop, dict):
-        return TypeCheck(True)
+        return _OK
     t = prop.get("type")
     if raw.lower() == "null":
         if isinstance(t, str) and t.strip().lower() in _STRING_TYPES:
             return TypeCheck(True, "null_string", "string", None, divergence=True)
-        return TypeCheck(True)
+        return _OK
     if not isinstance(t, str):
-        return TypeCheck(True)
+        return _OK
     ptype = t.strip().lower()
     if ptype in _STRING_TYPES:
-        return _enum_check(raw, prop) or TypeCheck(True)
+        return _enum_check(raw, prop) or _OK
     if ptype.startswith(_INT_PREFIXES):
         try:
             v = int(raw)
         except Exception:
             return TypeCheck(False, "integer", "an integer", raw)
-        return _enum_check(v, prop) or TypeCheck(True)
+        return _enum_check(v, prop) or _OK
     if ptype.startswith(("num", "float")):
         try:
             float(raw)
         except Exception:
             return TypeCheck(False, "number", "a number", raw)
-        return TypeCheck(True)
+        return _OK
     if ptype in _BOOL_TYPES:
         if raw.lower() in ("true", "false"):
-            return TypeCheck(True)
+            return _OK
         return TypeCheck(False, "boolean", "true or false", raw.lower() == "true")
     if ptype == "object" or ptype.startswith("dict"):
         try:
@@ -209,15 +213,15 @@ def check_xml_value(raw: str, prop: Any, converted: Any = _UNSET) -> TypeCheck:
         except Exception:
             v = _literal(raw)
             if isinstance(v, dict):
-                return TypeCheck(True)
+                return _OK
             return TypeCheck(False, "object", "a JSON object", v)
         if isinstance(v, dict):
-            return TypeCheck(True)
+            return _OK
         return TypeCheck(False, "object", "a JSON object", v)
     if ptype in ("array", "arr") or ptype.startswith("list"):
         v = converted if converted is not _UNSET else _literal(raw)
         if isinstance(v, list):
-            return TypeCheck(True)
+            return _OK
         try:
             j = json.loads(raw)
         except Exception:
@@ -225,7 +229,7 @@ def check_xml_value(raw: str, prop: Any, converted: Any = _UNSET) -> TypeCheck:
         if isinstance(j, list):
             return TypeCheck(True, "literal_eval", "JSON array", v, divergence=True)
         return TypeCheck(False, "array", "a JSON array", v)
-    return TypeCheck(True)
+    return _OK
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -241,21 +245,21 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 def check_json_value(value: Any, prop: Any) -> TypeCheck:
     """Does a decoded JSON value fit ``prop``'s JSON-schema type? (verl's hermes parser converts nothing.)"""
     if not isinstance(prop, dict):
-        return TypeCheck(True)
+        return _OK
     t = prop.get("type")
     types = [t] if isinstance(t, str) else (t if isinstance(t, list) else None)
     if not types:
-        return _enum_check(value, prop) or TypeCheck(True)
+        return _enum_check(value, prop) or _OK
     if value is None and "null" in types:
-        return TypeCheck(True)
+        return _OK
     for ty in types:
         py = _JSON_TYPES.get(str(ty).lower())
         if py is None:
-            return _enum_check(value, prop) or TypeCheck(True)  # unknown type name: do not judge
+            return _enum_check(value, prop) or _OK  # unknown type name: do not judge
         if isinstance(value, bool) and bool not in py:
             continue
         if str(ty).lower() == "integer" and isinstance(value, float) and value.is_integer():
-            return _enum_check(value, prop) or TypeCheck(True)
+            return _enum_check(value, prop) or _OK
         if isinstance(value, py):
-            return _enum_check(value, prop) or TypeCheck(True)
+            return _enum_check(value, prop) or _OK
     return TypeCheck(False, "json_type", " or ".join(map(str, types)), value)
