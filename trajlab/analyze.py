@@ -123,7 +123,7 @@ def analyze_trajectory(
         turns=out,
         n_calls=n_calls,
         n_malformed=n_bad,
-        has_final_answer=bool(asst) and not last_has_call,
+        has_final_answer=bool(asst) and not last_has_call and not truncated,
         truncated=truncated,
     )
 

@@ -79,7 +79,7 @@ TRAJECTORIES = TableSpec(
         C("n_turns", I32, "number of turns (assistant + tool) in the output", False),
         C("n_calls", I32, "tool calls found in assistant turns", False),
         C("n_malformed_calls", I32, "calls with status malformed", False),
-        C("has_final_answer", BOOL, "the last assistant turn contains no tool call", False),
+        C("has_final_answer", BOOL, "the last assistant turn contains no tool call and the output is not truncated", False),
         C("truncated", BOOL, "the output ends inside a call or a think block (hit the length limit)", False),
         C("schema_checked", BOOL, "tool schemas were known, so schema checks ran", False),
         C("input", STR, "the decoded prompt, as dumped"),
