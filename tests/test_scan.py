@@ -110,14 +110,18 @@ def test_rerun_same_bytes_and_incremental(run_dir, tmp_path):
     for name in SCAN_TABLES:
         assert (a / f"{name}.parquet").read_bytes() == (b / f"{name}.parquet").read_bytes(), name
     first = pl.read_parquet(a / "trajectories.parquet")["trajectory_id"].to_list()
+    before = {n: (a / f"{n}.parquet").stat().st_mtime_ns for n in SCAN_TABLES}
     s2 = scan([run_dir], a, progress=False, jobs=1)
     assert s2.files_reused == s2.files == 31
+    # nothing changed: the tables are not even rewritten
+    assert {n: (a / f"{n}.parquet").stat().st_mtime_ns for n in SCAN_TABLES} == before
     assert pl.read_parquet(a / "trajectories.parquet")["trajectory_id"].to_list() == first
     # touch one file: only it is re-read, ids of untouched records stay
     f = run_dir / "rollout" / "5.jsonl"
     os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
     s3 = scan([run_dir], a, progress=False, jobs=1)
     assert s3.files_reused == 30
+    assert (a / "trajectories.parquet").stat().st_mtime_ns != before["trajectories"]
     assert pl.read_parquet(a / "trajectories.parquet")["trajectory_id"].to_list() == first
 
 

@@ -66,6 +66,7 @@ class ScanOptions:
             {
                 "v": __version__,
                 "schema": SCHEMA_VERSION,
+                "parts": 2,  # layout of the part files (bumped when done.json gains fields)
                 "rules": rules_hash(self.rules_dirs),
                 "tool_format": self.tool_format,
                 "tools": self.tools,
@@ -214,9 +215,22 @@ def process_task(task: FileTask, opts: ScanOptions, part_dir: str) -> dict[str, 
         "bytes": task.end - task.start,
         "min_step": min(steps) if steps else None,
         "splits": sorted(set(cols["trajectories"]["split"])),
+        "blake2b": _range_hash(task),
     }
     atomic_write_json(pdir / f"{task.chunk:05d}.done.json", stats)
     return stats
+
+
+def _range_hash(task: FileTask) -> str:
+    """blake2b-128 of the task's byte range (the bytes were just read, so this hits the page cache)."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(task.path, "rb") as f:
+        f.seek(task.start)
+        left = task.end - task.start
+        while left > 0 and (block := f.read(min(left, 1 << 22))):
+            h.update(block)
+            left -= len(block)
+    return h.hexdigest()
 
 
 def _columns(table: str, rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
@@ -254,12 +268,13 @@ def _file_key(path: Path, rel: str, fmt: str, fp: str) -> tuple[str, int]:
     return hashlib.sha1(blob.encode()).hexdigest()[:20], st.st_size
 
 
-def _content_hash(path: Path) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
+def _content_hash(stats: list[dict[str, Any]]) -> str:
+    """Content hash of a file from its ranges' hashes (the range hash itself for a one-range file), so an
+    unchanged file is never read again just to be hashed."""
+    digests = [s.get("blake2b") or "" for s in stats]
+    if len(digests) == 1:
+        return digests[0]
+    return hashlib.blake2b("".join(digests).encode(), digest_size=16).hexdigest()
 
 
 def _load_done(pdir: Path, n_tasks: int) -> list[dict[str, Any]] | None:
@@ -269,9 +284,12 @@ def _load_done(pdir: Path, n_tasks: int) -> list[dict[str, Any]] | None:
         if not p.is_file():
             return None
         try:
-            out.append(json.loads(p.read_text()))
+            stats = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError):
             return None
+        if not isinstance(stats, dict) or "blake2b" not in stats:
+            return None
+        out.append(stats)
     return out
 
 
@@ -363,7 +381,7 @@ def scan(
     by_step: dict[tuple[str, str, int], list[str]] = defaultdict(list)
     keep: list[_FileEntry] = []
     for e in entries:
-        e.sha = _content_hash(e.path)
+        e.sha = _content_hash(e.stats)
         if e.sha in seen:
             errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.sha]} (identical content); skipped"))
             continue
@@ -380,11 +398,12 @@ def scan(
 
     out.mkdir(parents=True, exist_ok=True)
     keep.sort(key=lambda e: (min((s["min_step"] for s in e.stats if s.get("min_step") is not None), default=1 << 62), e.rel))
-    _merge_parts(keep, parts_root, out, errors)
+    merge_key = _merge_key(keep, errors)
+    if _previous_merge_key(out) != merge_key:  # else every table already holds exactly these parts
+        _merge_parts(keep, parts_root, out, errors)
+        write_table(STEPS, steps_table(out), table_path(out, "steps"))
     _prune_parts(parts_root, {e.key for e in entries})
-
-    steps = steps_table(out)
-    write_table(STEPS, steps, table_path(out, "steps"))
+    steps = pq.read_table(table_path(out, "steps"))
     summary = _summarise(out, keep, steps, time.perf_counter() - t0)
     manifest = {
         "trajlab_version": __version__,
@@ -410,6 +429,7 @@ def scan(
             for e in entries
         ],
         "tables": {s.name: f"{s.name}.parquet" for s in (*PART_TABLES, STEPS)},
+        "merge_key": merge_key,
         "summary": {k: v for k, v in summary.to_dict().items() if k not in ("steps", "elapsed_s", "files_reused")},
     }
     atomic_write_json(out / "manifest.json", manifest)
@@ -541,6 +561,26 @@ def _merge_parts(keep: list[_FileEntry], parts_root: Path, out: Path, errors: li
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def _merge_key(keep: list[_FileEntry], errors: list[IngestError]) -> str:
+    """Identity of a merge: the ordered part sets and the driver-side ingest errors."""
+    h = hashlib.sha1()
+    for e in keep:
+        h.update(f"{e.key}:{len(e.tasks)}\n".encode())
+    for x in errors:
+        h.update(f"{x.source_path}\0{x.line}\0{x.reason}\n".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def _previous_merge_key(out: Path) -> str | None:
+    """The merge key of the scan already in ``out``, when all its tables are still there."""
+    if not all(table_path(out, s.name).is_file() for s in (*PART_TABLES, STEPS)):
+        return None
+    try:
+        return json.loads((out / "manifest.json").read_text()).get("merge_key")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
 
 
 def _prune_parts(parts_root: Path, live: set[str]) -> None:
