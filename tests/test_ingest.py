@@ -263,3 +263,10 @@ def test_file_task_is_picklable():
 
     t = FileTask("a", "a", "verl_jsonl", None, 1, 0, 10, 1, 0)
     assert pickle.loads(pickle.dumps(t)) == t
+
+
+def test_pretty_printed_json_object_is_reported_as_such(tmp_path):
+    p = tmp_path / "dump_info.json"
+    p.write_text(json.dumps({"steps": 3, "seed": 1}, indent=2))
+    fmt, why = detect_format(p)
+    assert fmt is None and "single JSON object (keys: steps, seed)" in why

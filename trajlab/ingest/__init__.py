@@ -150,6 +150,8 @@ def detect_format(path: Path) -> tuple[str | None, str]:
         if head.startswith(b"["):
             return verl_tool.FORMAT, ""
         objs = _first_objects(path)
+        if suffix == ".json" and head.startswith(b"{") and all(o is None for o in objs):
+            return None, _single_object_reason(path)
     except OSError as e:
         return None, f"cannot read file: {e.strerror}"
     except Exception as e:  # pyarrow raises several types for a corrupt Parquet file
@@ -166,6 +168,18 @@ def detect_format(path: Path) -> tuple[str | None, str]:
     if all(o is None for o in objs):
         return None, "unknown format: the first lines are not JSON"
     return None, "unknown format: records have neither 'output' (verl dump) nor 'messages' (OpenAI messages)"
+
+
+def _single_object_reason(path: Path) -> str:
+    """Why a pretty-printed ``.json`` file (one object over many lines) is not trajectory data."""
+    if path.stat().st_size > 64 * 1024 * 1024:
+        return "unknown format: a large .json file that is neither JSON lines nor a JSON list"
+    try:
+        obj = json.loads(path.read_bytes().decode("utf-8", "replace"))
+    except json.JSONDecodeError as e:
+        return f"unknown format: not JSON lines, and not valid JSON either ({e.msg} at line {e.lineno})"
+    keys = ", ".join(list(obj)[:6]) if isinstance(obj, dict) else type(obj).__name__
+    return f"not trajectory data: a single JSON object (keys: {keys}), not JSON lines or a list of records"
 
 
 def plan_tasks(path: Path, rel: str, fmt: str, chunk_bytes: int = CHUNK_BYTES) -> list[FileTask]:
