@@ -29,7 +29,7 @@ import polars as pl
 from trajlab.curate.conversation import Message, ToolCallRef, attach_calls, build_conversation, thinking_mode
 from trajlab.curate.hints import HintRules, fill, tool_names
 from trajlab.curate.options import PoolOptions
-from trajlab.curate.samples import Sample, prompt_key
+from trajlab.curate.samples import Gate, Sample, prompt_key
 from trajlab.curate.scan_tables import ScanTables, parse_tools
 
 BATCH = 2000
@@ -186,8 +186,8 @@ def build_error_demos(
     tids = list(rows_by_tid)
     advance = task("error demonstrations", len(tids)) if task is not None else None
     out: list[Sample] = []
-    seen: set[str] = set()
-    rejected = dup = too_long = 0
+    gate = Gate(fits)
+    rejected = 0
     for b in range(0, len(tids), BATCH):
         batch_ids = tids[b : b + BATCH]
         heavy = tables.heavy(batch_ids)
@@ -237,19 +237,12 @@ def build_error_demos(
                 # calls the latest rescored checkpoint would most likely repeat go first
                 rank=-tables.rescore_log_odds[c["call_id"]] if c["call_id"] in tables.rescore_log_odds else math.inf,
             )
-            key = s.dedupe_key()
-            if key in seen:
-                dup += 1
-                continue
-            if fits is not None and not fits(s):
-                too_long += 1
-                continue
-            seen.add(key)
-            out.append(s)
+            if gate.admit(s):
+                out.append(s)
         if advance is not None:
             advance(len(batch_ids))
     stats["repair_rejected"] = rejected
-    stats["duplicates"] = dup
-    stats["too_long"] = too_long
+    stats["duplicates"] = gate.duplicates
+    stats["too_long"] = gate.too_long
     stats["kept"] = len(out)
     return ErrorDemoResult(out, stats)

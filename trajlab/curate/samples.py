@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from trajlab.curate.conversation import Message, content_digest, normalise_for_hash
@@ -62,3 +63,24 @@ def seeded_unit(seed: int, key: str) -> float:
     """A deterministic pseudo-random number in [0, 1) for ``key`` (stable across runs and platforms)."""
     d = hashlib.sha1(f"{seed}\x00{key}".encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(d[:8], "big") / 2**64
+
+
+@dataclass(slots=True)
+class Gate:
+    """Admits samples of one kind: drops duplicates and those over the token limit, counting both."""
+
+    fits: Callable[[Sample], bool] | None = None
+    seen: set[str] = field(default_factory=set)
+    duplicates: int = 0
+    too_long: int = 0
+
+    def admit(self, s: Sample) -> bool:
+        key = s.dedupe_key()
+        if key in self.seen:
+            self.duplicates += 1
+            return False
+        if self.fits is not None and not self.fits(s):
+            self.too_long += 1
+            return False
+        self.seen.add(key)
+        return True

@@ -22,7 +22,7 @@ import polars as pl
 
 from trajlab.curate.conversation import attach_calls, build_conversation
 from trajlab.curate.options import PoolOptions, ScoreRule
-from trajlab.curate.samples import Sample, prompt_key, seeded_unit
+from trajlab.curate.samples import Gate, Sample, prompt_key, seeded_unit
 from trajlab.curate.scan_tables import ScanTables
 
 #: Trajectories whose text is loaded at once (bounds memory on large scans).
@@ -116,10 +116,9 @@ def select_positives(
     groups: dict[str, list[str]] = {}
     for tid, gid in zip(elig["trajectory_id"].to_list(), elig["group_id"].to_list(), strict=True):
         groups.setdefault(gid, []).append(tid)
-    seen: set[str] = set()
+    gate = Gate(fits)
     by_group: dict[str, list[Sample]] = {}
     out: list[Sample] = []
-    dup = too_long = 0
     # only the first few per group are ever needed: read a margin for duplicates (all of them when a length
     # limit may skip many)
     look = None if fits is not None else opts.per_group * 4 + 4
@@ -155,22 +154,15 @@ def select_positives(
                     rank=float(len(kept)),
                     tools_json=h["tools"],
                 )
-                key = s.dedupe_key()
-                if key in seen:
-                    dup += 1
-                    continue
-                if fits is not None and not fits(s):
-                    too_long += 1
-                    continue
-                seen.add(key)
-                kept.append(s)
+                if gate.admit(s):
+                    kept.append(s)
             if kept:
                 by_group[gid] = kept
                 out.extend(kept)
         if advance is not None:
             advance(sum(len(t) for _, t in batch))
-    stats["duplicates"] = dup
-    stats["too_long"] = too_long
+    stats["duplicates"] = gate.duplicates
+    stats["too_long"] = gate.too_long
     stats["kept"] = len(out)
     stats["groups"] = len(by_group)
     return PositiveResult(out, by_group, stats)
