@@ -96,12 +96,8 @@ def segments(row: dict, keep_system: bool = True) -> list[tuple[str, bool]]:
 def train_tokenizer(texts: list[str], out_dir: Path):
     from tokenizers import (
         AddedToken,
-        Regex,
         Tokenizer,
-        decoders,
-        normalizers,
         pre_tokenizers,
-        processors,
         trainers,
     )
     from tokenizers.models import BPE
@@ -112,17 +108,12 @@ def train_tokenizer(texts: list[str], out_dir: Path):
         QWEN35_PATTERN,
         QWEN_ADDED_TOKENS,
         QWEN_NON_SPECIAL,
+        set_qwen_pipeline,
     )
 
     added = QWEN_ADDED_TOKENS + QWEN35_EXTRA_TOKENS
     tk = Tokenizer(BPE(fuse_unk=False, byte_fallback=False))
-    tk.normalizer = normalizers.NFC()
-    tk.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN35_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    tk.decoder = decoders.ByteLevel(add_prefix_space=False, use_regex=False)
-    tk.post_processor = processors.ByteLevel(trim_offsets=False)
+    set_qwen_pipeline(tk, QWEN35_PATTERN)
     trainer = trainers.BpeTrainer(vocab_size=VOCAB - len(added), min_frequency=2, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tk.train_from_iterator(texts, trainer=trainer)

@@ -145,6 +145,20 @@ def read_tiktoken_ranks(path: str | Path) -> dict[bytes, int]:
     return ranks
 
 
+def set_qwen_pipeline(tk: Any, pattern: str) -> None:
+    """Give a ``tokenizers.Tokenizer`` Qwen's byte-level pipeline: NFC, the pre-tokenizer regex, byte-level
+    decoding (shared by the tiktoken converter and the demo checkpoints' trained tokenizer)."""
+    from tokenizers import Regex, decoders, normalizers, pre_tokenizers, processors
+
+    tk.normalizer = normalizers.NFC()
+    tk.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tk.decoder = decoders.ByteLevel(add_prefix_space=False, use_regex=False)
+    tk.post_processor = processors.ByteLevel(trim_offsets=False)
+
+
 def convert_tiktoken(
     tiktoken_path: str | Path,
     out_dir: str | Path,
@@ -163,7 +177,7 @@ def convert_tiktoken(
     ``added_tokens`` get consecutive ids right after the ranks; those in ``non_special`` are added with
     ``special=False`` (so ``skip_special_tokens`` keeps them, as in Qwen's own files).
     """
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers import AddedToken, Tokenizer
     from tokenizers.models import BPE
     from transformers import PreTrainedTokenizerFast
 
@@ -186,13 +200,7 @@ def convert_tiktoken(
                 merges.append((rank, lr, u(left), u(right)))
     merges.sort()
     tk = Tokenizer(BPE(vocab=vocab, merges=[(m[2], m[3]) for m in merges], fuse_unk=False, byte_fallback=False))
-    tk.normalizer = normalizers.NFC()
-    tk.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    tk.decoder = decoders.ByteLevel(add_prefix_space=False, use_regex=False)
-    tk.post_processor = processors.ByteLevel(trim_offsets=False)
+    set_qwen_pipeline(tk, pattern)
     non_special = frozenset(non_special)
     next_id = len(ranks)
     for content in tuple(added_tokens):

@@ -121,15 +121,6 @@ def _has_markup(text: str, rs: RuleSet) -> bool:
     return "_" in text and "<" in text and rs.invented_quick.search(text) is not None
 
 
-def _segment_has_markup(text: str, lo: int, hi: int, rs: RuleSet) -> bool:
-    for ch, lits in rs.segment_groups:
-        if text.find(ch, lo, hi) >= 0:
-            for lit in lits:
-                if text.find(lit, lo, hi) >= 0:
-                    return True
-    return False
-
-
 # -- think regions ----------------------------------------------------------------------------------------
 
 
@@ -200,7 +191,7 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
             calls, call_spans = fast
             return TurnAnalysis(calls, [], _tile(call_spans + _think_spans(think), n) if with_spans else [])
     for lo, hi, in_think in segments:
-        if hi <= lo or (not rs.foreign_untriggered and not _segment_has_markup(text, lo, hi, rs)):
+        if hi <= lo or (not rs.foreign_untriggered and not rs.has_literal(text, lo, hi)):
             continue
         seg_drafts = find_foreign(text, lo, hi, rs) if has_foreign else []
         excluded = [(d.start, d.end) for d in seg_drafts]

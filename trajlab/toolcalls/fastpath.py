@@ -62,23 +62,13 @@ def _calls(text: str, fmt: str, index: ToolIndex | None, segments: list[Segment]
     spans: list[RawSpan] | None = [] if with_spans else None
     for lo, hi, in_think in segments:
         if in_think:
-            if _has_literal(text, lo, hi, rs):
+            if rs.has_literal(text, lo, hi):
                 return None
         elif not parse(text, lo, hi, index, rs, calls, spans):
             return None
     if not calls or text[calls[-1].end:].strip():
         return None
     return calls, spans or []
-
-
-def _has_literal(text: str, lo: int, hi: int, rs: RuleSet) -> bool:
-    """Whether ``text[lo:hi]`` holds any call literal (``<tool_call``, ``"name``, ...): markup a scanner reads."""
-    for ch, lits in rs.segment_groups:
-        if text.find(ch, lo, hi) >= 0:
-            for lit in lits:
-                if text.find(lit, lo, hi) >= 0:
-                    return True
-    return False
 
 
 def _ok_call(name: str, matched: str | None, args: Any, text: str, start: int, end: int, fmt: str,

@@ -203,6 +203,15 @@ class RuleSet:
                 pass
         return msg
 
+    def has_literal(self, text: str, lo: int, hi: int) -> bool:
+        """Whether ``text[lo:hi]`` holds any call literal (``<tool_call``, ``"name``, ...) that a scanner reads."""
+        for ch, lits in self.segment_groups:
+            if text.find(ch, lo, hi) >= 0:
+                for lit in lits:
+                    if text.find(lit, lo, hi) >= 0:
+                        return True
+        return False
+
 
 def _compile(pattern: Any, where: str, flags: int = 0) -> re.Pattern[str]:
     try:
@@ -249,11 +258,10 @@ def _category(cid: str, spec: Any, source: str) -> CategoryDef:
     )
 
 
-def _category_origins(dirs: tuple[str, ...]) -> dict[str, str]:
-    """Which user pack first added each non-builtin category (for `trajlab rules list`)."""
-    out: dict[str, str] = {}
-    builtin = load_rule_file("taxonomy.yaml", ())
-    known = set((builtin or {}).get("categories") or {})
+def _user_taxonomies(dirs: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
+    """``(dir, taxonomy.yaml contents)`` of each user pack that has one (unreadable ones are skipped here:
+    ``load_rule_file`` already reported them)."""
+    out: list[tuple[str, dict[str, Any]]] = []
     for d in dirs:
         p = Path(d) / "taxonomy.yaml"
         if not p.exists():
@@ -261,8 +269,19 @@ def _category_origins(dirs: tuple[str, ...]) -> dict[str, str]:
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
         except (OSError, yaml.YAMLError):
-            continue  # load_rule_file already reported it
-        for cid in (data.get("categories") or {}) if isinstance(data, dict) else ():
+            continue
+        if isinstance(data, dict):
+            out.append((d, data))
+    return out
+
+
+def _category_origins(dirs: tuple[str, ...]) -> dict[str, str]:
+    """Which user pack first added each non-builtin category (for `trajlab rules list`)."""
+    out: dict[str, str] = {}
+    builtin = load_rule_file("taxonomy.yaml", ())
+    known = set((builtin or {}).get("categories") or {})
+    for d, data in _user_taxonomies(dirs):
+        for cid in data.get("categories") or {}:
             if cid not in known and cid not in out:
                 out[str(cid)] = d
     return out
@@ -271,15 +290,8 @@ def _category_origins(dirs: tuple[str, ...]) -> dict[str, str]:
 def _rule_sources(dirs: tuple[str, ...]) -> list[str]:
     """Source directory of each entry of the merged ``rules:`` list, in merge order."""
     srcs: list[str] = ["builtin"] * len((load_rule_file("taxonomy.yaml", ()) or {}).get("rules") or [])
-    for d in dirs:
-        p = Path(d) / "taxonomy.yaml"
-        if not p.exists():
-            continue
-        try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
-            continue
-        srcs += [d] * len((data.get("rules") or []) if isinstance(data, dict) else [])
+    for d, data in _user_taxonomies(dirs):
+        srcs += [d] * len(data.get("rules") or [])
     return srcs
 
 
