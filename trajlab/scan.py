@@ -29,7 +29,7 @@ from trajlab import __version__
 from trajlab.errors import InputError
 from trajlab.ingest import FileTask, detect_format, discover, iter_records, plan_tasks, validate_format_name
 from trajlab.ingest.fields import dumps_extra
-from trajlab.model import IngestError, RawTrajectory
+from trajlab.model import IngestError, RawTrajectory, TurnAnalysis
 from trajlab.rulepacks import rules_hash
 from trajlab.tables import (
     CALLS,
@@ -52,6 +52,7 @@ from trajlab.trends import early_warning, steps_table
 PART_TABLES: tuple[TableSpec, ...] = (TRAJECTORIES, TURNS, CALLS, FINDINGS, INGEST_ERRORS)
 PARTS_DIR = ".parts"
 _IN_PROCESS_BYTES = 16 * 1024 * 1024  # below this total input size, don't start worker processes
+UNIT_BYTES = 16 * 1024 * 1024  # small files are processed together up to this many bytes (a unit of work)
 
 
 @dataclass
@@ -66,7 +67,7 @@ class ScanOptions:
             {
                 "v": __version__,
                 "schema": SCHEMA_VERSION,
-                "parts": 2,  # layout of the part files (bumped when done.json gains fields)
+                "parts": 3,  # layout of the part files and ids (bumped when done.json or trajectory_id change)
                 "rules": rules_hash(self.rules_dirs),
                 "tool_format": self.tool_format,
                 "tools": self.tools,
@@ -134,7 +135,7 @@ ROW_COLUMNS: dict[str, tuple[str, ...]] = {
 Rows = dict[str, list[tuple[Any, ...]]]
 
 
-def _rows_for(rec: RawTrajectory, opts: ScanOptions, rows: Rows, traj_id: str) -> None:
+def _rows_for(rec: RawTrajectory, opts: ScanOptions, rows: Rows, traj_id: str, extra_json: str) -> None:
     """Append the rows of one trajectory (in :data:`ROW_COLUMNS` order) to ``rows``."""
     from trajlab.analyze import analyze_trajectory
 
@@ -142,30 +143,32 @@ def _rows_for(rec: RawTrajectory, opts: ScanOptions, rows: Rows, traj_id: str) -
     rows["trajectories"].append((
         traj_id, rec.source_path, rec.source_line, rec.source_format, rec.split, rec.step, rec.group_id, rec.score,
         an.tool_format, len(rec.turns), an.n_calls, an.n_malformed, an.has_final_answer, an.truncated,
-        an.schema_checked, rec.input, rec.output, an.tools_json, dumps_extra(rec.extra),
+        an.schema_checked, rec.input, rec.output, an.tools_json, extra_json,
     ))
-    turns, calls, findings = rows["turns"], rows["calls"], rows["findings"]
-    step, split = rec.step, rec.split
+    turns = rows["turns"]
     for turn, ta in an.turns:
-        ti = turn.index
-        turns.append((traj_id, ti, turn.role, turn.text, turn.char_start, turn.char_end))
-        if ta is None:
-            continue
-        off = turn.char_start
-        call_ids = {}
-        for c in ta.calls:
-            cid = f"{traj_id}:{ti}:{c.call_index}"
-            call_ids[c.call_index] = cid
-            calls.append((
-                cid, traj_id, ti, c.call_index, step, split, c.format, c.raw, c.start + off, c.end + off,
-                c.function_name, c.matched_tool, _json_or_none(c.arguments), c.status, list(c.categories),
-                c.repaired, _json_or_none(c.repaired_arguments) if c.repaired is not None else None, c.repair_note,
-            ))
-        for f in ta.findings:
-            findings.append((
-                traj_id, ti, call_ids.get(f.call_index) if f.call_index is not None else None, step, split,
-                f.category, f.severity, f.start + off, f.end + off, f.message, f.rule_id,
-            ))
+        turns.append((traj_id, turn.index, turn.role, turn.text, turn.char_start, turn.char_end))
+        if ta is not None:
+            turn_rows(traj_id, turn.index, turn.char_start, ta, rec.step, rec.split, rows["calls"], rows["findings"])
+
+
+def turn_rows(traj_id: str, ti: int, off: int, ta: TurnAnalysis, step: int | None, split: str,
+              calls: list[tuple[Any, ...]], findings: list[tuple[Any, ...]]) -> None:
+    """Append the ``calls`` and ``findings`` rows of one classified assistant turn (``off``: its start)."""
+    call_ids = {}
+    for c in ta.calls:
+        cid = f"{traj_id}:{ti}:{c.call_index}"
+        call_ids[c.call_index] = cid
+        calls.append((
+            cid, traj_id, ti, c.call_index, step, split, c.format, c.raw, c.start + off, c.end + off,
+            c.function_name, c.matched_tool, _json_or_none(c.arguments), c.status, list(c.categories),
+            c.repaired, _json_or_none(c.repaired_arguments) if c.repaired is not None else None, c.repair_note,
+        ))
+    for f in ta.findings:
+        findings.append((
+            traj_id, ti, call_ids.get(f.call_index) if f.call_index is not None else None, step, split,
+            f.category, f.severity, f.start + off, f.end + off, f.message, f.rule_id,
+        ))
 
 
 #: ``json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)``, without building an encoder per call
@@ -178,59 +181,106 @@ def _json_or_none(v: Any) -> str | None:
     return _ENCODE(v)
 
 
-def trajectory_id(rel: str, line: int, raw_key: str) -> str:
-    """Stable id of a record: its file (relative to the scanned root), its line, and its content."""
-    return hashlib.sha1(f"{rel}\n{line}\n{raw_key}".encode("utf-8", "surrogatepass")).hexdigest()[:20]
+def trajectory_id(rel: str, line: int, file_digest: str) -> str:
+    """Stable id of a record: its file (relative to the scanned root), its line and the file's content hash."""
+    return hashlib.sha1(f"{rel}\n{line}\n{file_digest}".encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
-def process_task(task: FileTask, opts: ScanOptions, part_dir: str) -> dict[str, Any]:
-    """Worker: ingest + classify one byte range and write its part files. Returns stats for the manifest."""
+def file_digest(path: str | Path) -> str:
+    """sha1 of a file's bytes (~1.9 GB/s where the CPU has SHA extensions; one read, 4 MiB at a time)."""
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+def process_unit(unit: list[tuple[FileTask, str, str]], opts: ScanOptions) -> list[dict[str, Any]]:
+    """Worker: ingest + classify a unit of work -- consecutive small files, or one range of a big file -- given
+    as ``(task, file sha1, part directory)`` items, and write each item's part files. Returns their stats.
+
+    Clean verl dump ranges go through :func:`trajlab.scan_columnar.process_segments` together (whole
+    columns); a unit that is not clean is retried range by range, and a range that is not clean -- and every
+    other format -- goes through the record loop.
+    """
+    from trajlab import scan_columnar
+
+    results: dict[int, dict[str, pa.Table]] = {}
+    verl = [i for i, (t, _, _) in enumerate(unit) if t.fmt == "verl_jsonl" and not t.path.lower().endswith(".parquet")]
+    datas = {i: _read_range(unit[i][0]) for i in verl}
+
+    def columnar(group: list[int]) -> None:
+        """Try ``group`` in one pass; when it is not clean, halve it (a bad file costs log2(n) retries)."""
+        got = scan_columnar.process_segments([(unit[i][0], datas[i], unit[i][1]) for i in group], opts)
+        if got is not None:
+            results.update(zip(group, got, strict=True))
+        elif len(group) > 1:
+            columnar(group[: len(group) // 2])
+            columnar(group[len(group) // 2:])
+
+    if verl:
+        columnar(verl)
+    stats = []
+    for i, (task, digest, part_dir) in enumerate(unit):
+        tables = results.get(i) or _record_loop(task, opts, digest)
+        stats.append(_write_parts(task, digest, Path(part_dir), tables))
+    return stats
+
+
+def _read_range(task: FileTask) -> bytes:
+    with open(task.path, "rb") as f:
+        f.seek(task.start)
+        return f.read(task.end - task.start)
+
+
+def _write_parts(task: FileTask, digest: str, pdir: Path, tables: dict[str, pa.Table]) -> dict[str, Any]:
+    """Write one range's part files (Arrow IPC, lz4: fast to write and to merge) and its ``done.json``."""
+    pdir.mkdir(parents=True, exist_ok=True)
+    for spec in PART_TABLES:
+        write_part(tables[spec.name], pdir / f"{task.chunk:05d}.{spec.name}.arrow")
+    traj = tables["trajectories"]
+    steps = traj.column("step").drop_null()
+    stats = {
+        "chunk": task.chunk,
+        "records": traj.num_rows,
+        "errors": tables["ingest_errors"].num_rows,
+        "bytes": task.end - task.start,
+        "min_step": pa.compute.min(steps).as_py() if len(steps) else None,
+        "splits": sorted(set(traj.column("split").to_pylist())),
+        "sha1": digest,
+    }
+    atomic_write_json(pdir / f"{task.chunk:05d}.done.json", stats, fsync=False)  # a cache: lost is recomputed
+    return stats
+
+
+def write_part(table: pa.Table, path: Path) -> None:
+    """Atomically write a part file (temp file, then rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
+            sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+        w.write_table(table)
+    os.replace(tmp, path)
+
+
+def read_part(path: Path) -> pa.Table:
+    with pa.memory_map(str(path)) as src:
+        return pa.ipc.open_file(src).read_all()
+
+
+def _record_loop(task: FileTask, opts: ScanOptions, digest: str) -> dict[str, pa.Table]:
+    """The part tables of a range, record by record (every format, every kind of damage)."""
     rows: Rows = {s.name: [] for s in PART_TABLES}
     errs = rows["ingest_errors"]
-    steps: set[int] = set()
-    n = 0
     for item in iter_records(task):
         if isinstance(item, IngestError):
             errs.append((item.source_path, item.line, item.reason))
             continue
-        key = hashlib.sha1((item.input + "\x00" + item.output).encode("utf-8", "surrogatepass")).hexdigest()
         try:
-            _rows_for(item, opts, rows, trajectory_id(task.rel, item.source_line, key))
+            _rows_for(item, opts, rows, trajectory_id(task.rel, item.source_line, digest), dumps_extra(item.extra))
         except Exception as e:  # the classifier never raises by contract; keep going if it ever does
             errs.append((task.rel, item.source_line,
                          f"internal error while classifying (please report): {type(e).__name__}: {e}"))
-            continue
-        n += 1
-        if item.step is not None:
-            steps.add(item.step)
-    pdir = Path(part_dir)
-    pdir.mkdir(parents=True, exist_ok=True)
-    cols = {spec.name: _columns(spec.name, rows[spec.name]) for spec in PART_TABLES}
-    for spec in PART_TABLES:
-        write_table(spec, _cols_table(spec, cols[spec.name]), pdir / f"{task.chunk:05d}.{spec.name}.parquet")
-    stats = {
-        "chunk": task.chunk,
-        "records": n,
-        "errors": len(errs),
-        "bytes": task.end - task.start,
-        "min_step": min(steps) if steps else None,
-        "splits": sorted(set(cols["trajectories"]["split"])),
-        "blake2b": _range_hash(task),
-    }
-    atomic_write_json(pdir / f"{task.chunk:05d}.done.json", stats)
-    return stats
-
-
-def _range_hash(task: FileTask) -> str:
-    """blake2b-128 of the task's byte range (the bytes were just read, so this hits the page cache)."""
-    h = hashlib.blake2b(digest_size=16)
-    with open(task.path, "rb") as f:
-        f.seek(task.start)
-        left = task.end - task.start
-        while left > 0 and (block := f.read(min(left, 1 << 22))):
-            h.update(block)
-            left -= len(block)
-    return h.hexdigest()
+    return {spec.name: _cols_table(spec, _columns(spec.name, rows[spec.name])) for spec in PART_TABLES}
 
 
 def _columns(table: str, rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
@@ -269,12 +319,9 @@ def _file_key(path: Path, rel: str, fmt: str, fp: str) -> tuple[str, int]:
 
 
 def _content_hash(stats: list[dict[str, Any]]) -> str:
-    """Content hash of a file from its ranges' hashes (the range hash itself for a one-range file), so an
+    """Content hash of a file: the sha1 its ranges were processed with (kept in every range's stats), so an
     unchanged file is never read again just to be hashed."""
-    digests = [s.get("blake2b") or "" for s in stats]
-    if len(digests) == 1:
-        return digests[0]
-    return hashlib.blake2b("".join(digests).encode(), digest_size=16).hexdigest()
+    return str(stats[0].get("sha1") or "") if stats else ""
 
 
 def _load_done(pdir: Path, n_tasks: int) -> list[dict[str, Any]] | None:
@@ -287,7 +334,7 @@ def _load_done(pdir: Path, n_tasks: int) -> list[dict[str, Any]] | None:
             stats = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError):
             return None
-        if not isinstance(stats, dict) or "blake2b" not in stats:
+        if not isinstance(stats, dict) or "sha1" not in stats:
             return None
         out.append(stats)
     return out
@@ -371,7 +418,8 @@ def scan(
             if pdir.exists():
                 shutil.rmtree(pdir)
             todo.extend((e, t) for t in e.tasks)
-    _run_tasks(todo, opts, parts_root, jobs, progress, total_bytes, sum(e.size for e in entries if e.reused))
+    _run_tasks(todo, opts, parts_root, jobs, progress, total_bytes, sum(e.size for e in entries if e.reused),
+               chunk_bytes or _chunk_default())
     for e in entries:
         if not e.reused:
             e.stats = _load_done(parts_root / e.key, len(e.tasks)) or []
@@ -422,7 +470,7 @@ def scan(
                 "format": e.fmt,
                 "size": e.size,
                 "mtime_ns": e.path.stat().st_mtime_ns,
-                "blake2b": e.sha,
+                "sha1": e.sha,
                 "records": sum(s["records"] for s in e.stats),
                 "reused": e.reused,
             }
@@ -455,6 +503,7 @@ def _run_tasks(
     progress: bool,
     total_bytes: int,
     done_bytes: int,
+    chunk_bytes: int,
 ) -> None:
     from rich.progress import (
         BarColumn,
@@ -495,18 +544,62 @@ def _run_tasks(
 
         n_jobs = jobs if jobs > 0 else (os.cpu_count() or 1)
         small = sum(t.end - t.start for _, t in todo) < _IN_PROCESS_BYTES
-        if n_jobs == 1 or len(todo) <= 1 or small:
-            for e, t in todo:
-                process_task(t, opts, str(parts_root / e.key))
-                finished(e, t)
+        digests: dict[int, str] = {}
+
+        def unit_of(batch: list[tuple[_FileEntry, FileTask]]) -> list[tuple[FileTask, str, str]]:
+            out = []
+            for e, t in batch:  # files are hashed by the driver, one after the other, while workers run
+                if id(e) not in digests:
+                    digests[id(e)] = file_digest(e.path)
+                out.append((t, digests[id(e)], str(parts_root / e.key)))
+            return out
+
+        units = _units(todo, min(chunk_bytes, UNIT_BYTES))
+        if n_jobs == 1 or len(units) <= 1 or small:
+            for batch in units:
+                process_unit(unit_of(batch), opts)
+                for e, t in batch:
+                    finished(e, t)
             return
         import multiprocessing as mp
 
-        with ProcessPoolExecutor(max_workers=min(n_jobs, len(todo)), mp_context=mp.get_context("spawn")) as ex:
-            futs = {ex.submit(process_task, t, opts, str(parts_root / e.key)): (e, t) for e, t in todo}
+        with ProcessPoolExecutor(max_workers=min(n_jobs, len(units)), mp_context=mp.get_context("spawn")) as ex:
+            futs: dict[Any, list[tuple[_FileEntry, FileTask]]] = {}
+            for batch in units:
+                futs[ex.submit(process_unit, unit_of(batch), opts)] = batch
+                for f in [f for f in futs if f.done()]:
+                    f.result()
+                    for e, t in futs.pop(f):
+                        finished(e, t)
             for f in as_completed(futs):
                 f.result()
-                finished(*futs[f])
+                for e, t in futs[f]:
+                    finished(e, t)
+
+
+def _units(todo: list[tuple[_FileEntry, FileTask]], chunk_bytes: int) -> list[list[tuple[_FileEntry, FileTask]]]:
+    """Group tasks into units of work: consecutive whole small files up to ``chunk_bytes`` together (one
+    columnar pass instead of one per file), each range of a big file alone."""
+    units: list[list[tuple[_FileEntry, FileTask]]] = []
+    cur: list[tuple[_FileEntry, FileTask]] = []
+    size = 0
+    for e, t in todo:
+        n = t.end - t.start
+        if len(e.tasks) > 1:
+            if cur:
+                units.append(cur)
+                cur, size = [], 0
+            units.append([(e, t)])
+            continue
+        # a unit stays within one directory (one run, one dump layout), so its files read as one table
+        if cur and (size + n > chunk_bytes or len(cur) >= 256 or Path(cur[-1][0].rel).parent != Path(e.rel).parent):
+            units.append(cur)
+            cur, size = [], 0
+        cur.append((e, t))
+        size += n
+    if cur:
+        units.append(cur)
+    return units
 
 
 #: rows per row group of each merged table (fixed, so output bytes do not depend on how input was chunked)
@@ -554,7 +647,7 @@ def _merge_parts(keep: list[_FileEntry], parts_root: Path, out: Path, errors: li
                     rg.add(sort_table(spec, to_table(spec, [asdict(x) for x in errors])))
                 for e in keep:
                     for i in range(len(e.tasks)):
-                        rg.add(pq.read_table(parts_root / e.key / f"{i:05d}.{spec.name}.parquet", schema=spec.schema))
+                        rg.add(read_part(parts_root / e.key / f"{i:05d}.{spec.name}.arrow"))
                 rg.close()
             make_readable(tmp)
             os.replace(tmp, final)

@@ -67,7 +67,7 @@ TRAJECTORIES = TableSpec(
     "trajectories",
     "One row per trajectory (one dump line / record).",
     (
-        C("trajectory_id", STR, "stable id: hash of source file name, record index and record text", False),
+        C("trajectory_id", STR, "stable id: hash of the source file name, the record index and the file's content (sha1)", False),
         C("source_path", STR, "input file, relative to the scanned root when possible", False),
         C("source_line", I64, "1-based line (JSONL) or record index (JSON list / Parquet)", False),
         C("source_format", STR, "verl_jsonl | verl_tool_json | openai_messages", False),
@@ -223,14 +223,17 @@ def make_readable(tmp: str | Path) -> None:
     os.chmod(tmp, _umask_mode())
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
+    """Write ``data`` to a temp file beside ``path``, then rename it into place. ``fsync=False`` for caches
+    (scan's part files), where a file lost in a power cut is only recomputed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if fsync:
+                os.fsync(f.fileno())
         make_readable(tmp)
         os.replace(tmp, path)
     except BaseException:
@@ -238,8 +241,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
+def atomic_write_json(path: Path, obj: Any, *, fsync: bool = True) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode(),
+                       fsync=fsync)
 
 
 def write_table(spec: TableSpec, table: pa.Table | Sequence[dict[str, Any]], path: Path, *, sort: bool = True) -> Path:

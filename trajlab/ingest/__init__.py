@@ -20,7 +20,7 @@ from typing import Any
 
 from trajlab.errors import InputError
 from trajlab.ingest import openai_messages, verl_jsonl, verl_tool
-from trajlab.ingest.fields import step_from_name
+from trajlab.ingest.fields import may_hold_surrogates, replace_lone_surrogates, step_from_name
 from trajlab.model import IngestError, RawTrajectory
 
 FORMATS: dict[str, Any] = {
@@ -255,6 +255,10 @@ def iter_records(task: FileTask) -> Iterator[RawTrajectory | IngestError]:
         if not isinstance(obj, dict):
             yield IngestError(task.rel, lineno, f"not a JSON object (got {type(obj).__name__})")
             continue
+        if may_hold_surrogates(raw):
+            obj, changed = replace_lone_surrogates(obj)
+            if changed:
+                yield IngestError(task.rel, lineno, "lone UTF-16 surrogate escape(s) replaced with U+FFFD; record kept")
         yield from _convert(mod, obj, task, lineno)
 
 
@@ -292,6 +296,10 @@ def _iter_json_list(task: FileTask, mod: Any) -> Iterator[RawTrajectory | Ingest
     if not isinstance(data, list):
         yield IngestError(task.rel, None, f"expected a JSON list of records, got {type(data).__name__}")
         return
+    if may_hold_surrogates(raw):
+        data, changed = replace_lone_surrogates(data)
+        if changed:
+            yield IngestError(task.rel, None, "lone UTF-16 surrogate escape(s) replaced with U+FFFD; records kept")
     for i, obj in enumerate(data, start=1):
         if not isinstance(obj, dict):
             yield IngestError(task.rel, i, f"record {i} is not a JSON object")

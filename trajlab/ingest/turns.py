@@ -15,8 +15,12 @@ output when the run stopped inside it. The returned turns tile the output exactl
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from trajlab.model import Turn
+
+if TYPE_CHECKING:
+    import polars as pl
 
 _ANCHOR = "user\n<tool_response>"
 _END_TAIL = re.compile(r"(?:<\|im_end\|>)?\n(?:<\|im_start\|>)?assistant\n(?:<think>\n\n</think>\n\n)?")
@@ -87,3 +91,56 @@ def tool_response_text(tool_turn_text: str) -> str:
 def strip_special_tail(text: str) -> str:
     """Drop a trailing ``<|im_end|>`` / ``<|endoftext|>`` (present when a source kept special tokens)."""
     return _SPECIAL_TAIL.sub("", text)
+
+
+# -- the same split over whole columns ---------------------------------------------------------------------
+
+#: a whole tool block as :func:`split_turns` cuts it (the anchor extended back by :func:`_block_start`, up to
+#: the first ``</tool_response>`` followed by the next turn's header), in Rust regex syntax for polars
+TOOL_BLOCK_PATTERN = (
+    r"(?:<\|im_end\|>)?\n?(?:<\|im_start\|>)?user\n<tool_response>(?s:.*?)</tool_response>"
+    r"(?:<\|im_end\|>)?\n(?:<\|im_start\|>)?assistant\n(?:<think>\n\n</think>\n\n)?"
+)
+
+
+def split_turns_frame(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """:func:`split_turns` for every ``output`` of ``frame`` (columns ``row``, ``output``) at once.
+
+    Returns the turns (``row``, ``turn_index``, ``role``, ``text``, ``char_start``, ``char_end``; offsets in
+    characters, like Python's) and the ``row`` values the columnar split cannot vouch for -- an output with
+    a tool block that never reaches the next turn's header, or with a NUL character (the cut marker) -- whose
+    turns the caller gets from :func:`split_turns` instead. Those rows have no turns in the frame.
+    """
+    import polars as pl  # noqa: F811  (imported lazily: this module is on the CLI's start-up path)
+
+    marked = frame.select(
+        "row",
+        pl.when(pl.col("output").str.contains("<tool_response>", literal=True))
+        .then(pl.col("output").str.replace_all(TOOL_BLOCK_PATTERN, "\x00${0}\x00"))
+        .otherwise(pl.col("output"))
+        .alias("m"),
+        pl.col("output").str.contains("\x00", literal=True).alias("nul"),
+    )
+    # one anchor per cut block and none outside: a leftover anchor starts a block split_turns runs to the end
+    # (an anchor quoted inside a tool response also sends the output to split_turns, which is only slower)
+    leftover = pl.concat([marked, frame.select("output")], how="horizontal").select(
+        (pl.col("m").str.count_matches("\x00", literal=True)
+         != 2 * pl.col("output").str.count_matches(_ANCHOR, literal=True)) | pl.col("nul")
+    ).to_series()
+    bad = marked.filter(leftover)["row"]
+    pieces = (
+        marked.filter(~leftover)
+        .select("row", pl.col("m").str.split("\x00").alias("text"))
+        .explode("text")
+        .with_columns(
+            pl.int_range(pl.len(), dtype=pl.Int32).over("row").alias("turn_index"),
+            pl.col("text").str.len_chars().cast(pl.Int64).alias("n"),
+        )
+        .with_columns(
+            pl.when(pl.col("turn_index") % 2 == 0).then(pl.lit("assistant")).otherwise(pl.lit("tool")).alias("role"),
+            pl.col("n").cum_sum().over("row").alias("char_end"),
+        )
+        .select("row", "turn_index", "role", "text", (pl.col("char_end") - pl.col("n")).alias("char_start"),
+                "char_end")
+    )
+    return pieces, bad

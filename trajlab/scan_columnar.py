@@ -1,0 +1,313 @@
+"""Columnar scan of one verl JSONL byte range: the same part tables as the record loop, from whole columns.
+
+``scan``'s workers call :func:`process_range` first for every verl dump range. It reads the range with
+``polars.read_ndjson`` (:mod:`trajlab.ingest.verl_columnar`), splits every output into turns with one regex
+pass (:func:`trajlab.ingest.turns.split_turns_frame`) and lets :mod:`trajlab.toolcalls.vectorized` recognise
+the canonical, well-formed turns; only the rest -- malformed calls, unusual markup -- goes through the
+per-turn classifier, and only records the columnar split cannot vouch for go through the record path of
+:mod:`trajlab.scan`. The tables it returns are identical, row for row and byte for byte, to what the record
+loop writes for the same range (``tests/test_scan_columnar.py``). When the range is not clean (a bad line, a
+missing field, mixed JSON types, ...) it returns ``None`` and the record loop reports each problem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+import pyarrow as pa
+
+from trajlab.ingest.turns import split_turns, split_turns_frame
+from trajlab.ingest.verl_columnar import Segment, read_clean_segments
+from trajlab.model import RawTrajectory, TurnContext
+from trajlab.tables import CALLS, FINDINGS, INGEST_ERRORS, TRAJECTORIES, TURNS, TableSpec
+
+if TYPE_CHECKING:
+    from trajlab.ingest import FileTask
+    from trajlab.scan import ScanOptions
+
+#: switch (tests compare both paths): ``TRAJLAB_COLUMNAR=0`` in the environment (seen by worker processes too)
+#: sends every range through the record loop
+ENV_SWITCH = "TRAJLAB_COLUMNAR"
+
+
+def process_segments(items: list[tuple[FileTask, bytes, str]], opts: ScanOptions) -> list[dict[str, pa.Table]] | None:
+    """The part tables (``trajectories``, ``turns``, ``calls``, ``findings``, ``ingest_errors``) of each clean
+    verl range in ``items`` (``(task, bytes of the range, file sha1)``, processed together), or ``None`` when
+    they must go through the record loop."""
+    from trajlab.toolcalls.ruleset import get_ruleset
+    from trajlab.toolcalls.vectorized import available
+
+    if os.environ.get(ENV_SWITCH, "1") == "0" or not items:
+        return None
+    rs = get_ruleset(opts.rules_dirs)
+    if not available(rs, opts.rules_dirs):
+        return None
+    df, _why = read_clean_segments([Segment(d, t.step, t.split, t.first_line) for t, d, _ in items])
+    if df is None:
+        return None
+    return _Range([t for t, _, _ in items], [h for _, _, h in items], opts, df, rs).tables()
+
+
+class _Range:
+    """The work on clean ranges; rows are keyed by ``row`` (record position) for the final sort."""
+
+    def __init__(self, tasks: list[FileTask], digests: list[str], opts: ScanOptions, df: pl.DataFrame,
+                 rs: Any) -> None:
+        from trajlab.scan import trajectory_id
+
+        self.tasks, self.opts, self.rs = tasks, opts, rs
+        rels = [t.rel for t in tasks]
+        ids = [trajectory_id(rels[seg], line, digests[seg])
+               for seg, line in zip(df["seg"].to_list(), df["source_line"].to_list(), strict=True)]
+        self.df = df.with_columns(
+            pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"),
+            pl.Series("trajectory_id", ids, pl.String),
+            pl.col("seg").replace_strict(dict(enumerate(rels)), return_dtype=pl.String).alias("source_path"),
+        )
+        self.row_seg = self.df.select(pl.col("row").cast(pl.Int64), "seg")
+        self.tool_sets: list[list[dict[str, Any]]] = []
+        self._prompt_columns()
+
+    # -- prompt facts --------------------------------------------------------------------------------------
+
+    def _prompt_columns(self) -> None:
+        """Call format, tool schemas and the "NO suffix" rule per distinct prompt (cached across ranges)."""
+        from trajlab.analyze import prompt_facts
+
+        opts = self.opts
+        forced_tools = json.dumps(opts.tools, ensure_ascii=False, sort_keys=True) if opts.tools is not None else None
+        rows = []
+        tools_ids: dict[str, int] = {}
+        for inp in self.df["input"].unique().to_list():
+            f = prompt_facts(inp)
+            tj = forced_tools if forced_tools is not None else f.tools_json
+            tid = None
+            if tj is not None:
+                tid = tools_ids.get(tj)
+                if tid is None:
+                    tid = tools_ids[tj] = len(self.tool_sets)
+                    self.tool_sets.append(opts.tools if opts.tools is not None else json.loads(tj))
+            rows.append((inp, opts.tool_format or f.tool_format, tj, tid, f.forbids_suffix))
+        facts = pl.DataFrame(rows, schema={"input": pl.String, "fmt": pl.String, "tools": pl.String,
+                                           "tools_id": pl.Int32, "forbids": pl.Boolean}, orient="row")
+        self.df = self.df.join(facts, on="input", how="left", maintain_order="left")
+
+    # -- the whole range -------------------------------------------------------------------------------------
+
+    def tables(self) -> list[dict[str, pa.Table]]:
+        """One dict of part tables per segment, in segment order."""
+        df = self.df
+        # records whose call format comes from the output (no format in the prompt) take the record path
+        fmt_unknown = df.filter(pl.col("fmt").is_null() | pl.col("fmt").is_in(["", "none"]))["row"]
+        turns, bad = split_turns_frame(df.filter(~pl.col("row").is_in(fmt_unknown.implode())).select("row", "output"))
+        slow_rows = pl.concat([fmt_unknown, bad]).unique().sort()
+        fast = df.filter(~pl.col("row").is_in(slow_rows.implode()))
+
+        rec_rows = _RowsByKey()
+        for r in df.filter(pl.col("row").is_in(slow_rows.implode())).iter_rows(named=True):
+            self._record_path(r, rec_rows)
+
+        turn_stats, calls, findings, py_calls = self._classify(fast, turns)
+        traj = self._trajectories(fast, turns, turn_stats)
+        merged = {
+            "trajectories": self._concat(TRAJECTORIES, [traj], rec_rows, ["row"]),
+            "turns": self._concat(TURNS, [turns.join(fast.select("row", "trajectory_id"), on="row",
+                                                     maintain_order="left")], rec_rows,
+                                  ["row", "turn_index"]),
+            "calls": self._concat(CALLS, [calls, py_calls], rec_rows, ["row", "turn_index", "call_index"]),
+            "findings": self._concat(FINDINGS, [findings], rec_rows, ["row", "turn_index", "seq"]),
+        }
+        no_errors = pa.table({c.name: pa.array([], c.type) for c in INGEST_ERRORS.columns}, schema=INGEST_ERRORS.schema)
+        out = []
+        for seg in range(len(self.tasks)):
+            out.append({**{name: parts.get(seg, _empty(spec)) for (name, parts), spec in
+                           zip(merged.items(), (TRAJECTORIES, TURNS, CALLS, FINDINGS), strict=True)},
+                        "ingest_errors": no_errors})
+        return out
+
+    def _concat(self, spec: TableSpec, frames: list[pl.DataFrame], rec_rows: _RowsByKey,
+                key: list[str]) -> dict[int, pa.Table]:
+        """Columnar rows + record-path rows, in source order, split by segment, with the table's exact schema."""
+        table = spec.name
+        parts = [*frames, _with_keys(spec, rec_rows.rows[table], rec_rows.keys[table], _KEY_COLS[table])]
+        names = spec.column_names
+        extra = [k for k in key if k not in names]
+        target = pl.from_arrow(spec.schema.empty_table()).schema
+        typed = [f.select(*[pl.col(c).cast(target[c]) for c in names], *[pl.col(k).cast(pl.Int64) for k in extra])
+                 for f in parts if f.height]
+        if not typed:
+            return {}
+        merged = pl.concat(typed)
+        if len(typed) > 1 or table in ("calls", "findings"):  # trajectories and turns come in source order
+            merged = merged.sort(key, maintain_order=True)
+        merged = merged.join(self.row_seg, on="row", how="left", maintain_order="left")
+        return {int(seg): part.select(names).to_arrow().cast(spec.schema)
+                for (seg,), part in merged.partition_by("seg", maintain_order=True, as_dict=True).items()}
+
+    def _record_path(self, r: dict[str, Any], rec_rows: _RowsByKey) -> None:
+        """One record through :func:`trajlab.scan._rows_for` (as the record loop would process it)."""
+        from trajlab.scan import _rows_for
+
+        rec = RawTrajectory(
+            source_path=r["source_path"], source_line=r["source_line"], source_format="verl_jsonl", split=r["split"],
+            step=r["step"], group_id=r["group_id"], score=r["score"], input=r["input"], output=r["output"],
+            turns=split_turns(r["output"]), tools=None, tools_source=None, extra={}, uid=None,
+        )
+        rows = rec_rows.start(r["row"])
+        _rows_for(rec, self.opts, rows, r["trajectory_id"], r["extra"])
+        rec_rows.finish()
+
+    # -- classification ----------------------------------------------------------------------------------
+
+    def _classify(self, fast: pl.DataFrame, turns: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame,
+                                                                           pl.DataFrame, pl.DataFrame]:
+        """Per assistant turn: calls, malformed calls, whether it has a call / a truncated call; plus the
+        calls and findings rows."""
+        from trajlab.scan import turn_rows
+        from trajlab.toolcalls import analyze_turn
+        from trajlab.toolcalls.vectorized import classify_canonical
+
+        asst = (
+            turns.filter(pl.col("role") == "assistant")
+            .join(fast.select("row", "fmt", "tools_id", "forbids", "trajectory_id", "step", "split"), on="row")
+            .with_columns(
+                (pl.col("turn_index") == pl.col("turn_index").max().over("row")).alias("is_last"),
+                pl.int_range(pl.len(), dtype=pl.UInt32).alias("tkey"),
+            )
+        )
+        res = classify_canonical(asst.select("tkey", "text", "fmt", "tools_id"), self.tool_sets, self.rs)
+        acc = asst.filter(pl.col("tkey").is_in(res.accepted.implode()))
+        n_fast = res.calls.group_by("tkey").len("n_calls")
+        fast_stats = acc.join(n_fast, on="tkey", how="left").select(
+            "row", "turn_index", pl.col("n_calls").fill_null(0).cast(pl.Int64),
+            pl.lit(0, pl.Int64).alias("n_bad"), pl.lit(False).alias("trunc_call"))
+        calls = res.calls.join(acc.select("tkey", "row", "turn_index", "char_start", "trajectory_id", "step", "split"),
+                               on="tkey").select(
+            (pl.col("trajectory_id") + ":" + pl.col("turn_index").cast(pl.String) + ":"
+             + pl.col("call_index").cast(pl.String)).alias("call_id"),
+            "trajectory_id", "turn_index", "call_index", "step", "split", "format", "raw",
+            (pl.col("start") + pl.col("char_start")).alias("char_start"),
+            (pl.col("end") + pl.col("char_start")).alias("char_end"),
+            "function_name", "matched_tool", "arguments", pl.lit("ok").alias("status"),
+            pl.lit([], pl.List(pl.String)).alias("categories"), pl.lit(None, pl.String).alias("repaired"),
+            pl.lit(None, pl.String).alias("repaired_arguments"), pl.lit(None, pl.String).alias("repair_note"),
+            "row",
+        )
+
+        # the rest, turn by turn
+        slow = asst.filter(~pl.col("tkey").is_in(res.accepted.implode()))
+        contexts: dict[tuple[bool, bool, bool], TurnContext] = {}
+        stats: list[tuple[int, int, int, int, bool]] = []
+        call_rows: list[tuple[Any, ...]] = []
+        finding_rows: list[tuple[Any, ...]] = []
+        call_keys: list[tuple[int, int]] = []
+        finding_keys: list[tuple[int, int, int]] = []
+        for r in slow.iter_rows(named=True):
+            tid = r["tools_id"]
+            tools = self.tool_sets[tid] if tid is not None else None
+            ck = (r["is_last"], bool(r["forbids"]), tools is not None)
+            ctx = contexts.get(ck)
+            if ctx is None:
+                ctx = contexts[ck] = TurnContext(is_last_turn=ck[0], output_truncated=False, forbids_suffix=ck[1],
+                                                 schema_known=ck[2])
+            ta = analyze_turn(r["text"], tool_format=r["fmt"] or "none", tools=tools, context=ctx,
+                              rules_dirs=self.opts.rules_dirs, spans=False)
+            n0, f0 = len(call_rows), len(finding_rows)
+            turn_rows(r["trajectory_id"], r["turn_index"], r["char_start"], ta, r["step"], r["split"], call_rows,
+                      finding_rows)
+            row, ti = r["row"], r["turn_index"]
+            call_keys += [(row, ti)] * (len(call_rows) - n0)
+            finding_keys += [(row, ti, i) for i in range(len(finding_rows) - f0)]
+            stats.append((row, ti, len(ta.calls), sum(1 for c in ta.calls if c.status == "malformed"),
+                          any(f.category == "truncated_call" for f in ta.findings)))
+        slow_stats = pl.DataFrame(stats, schema={"row": pl.UInt32, "turn_index": pl.Int32, "n_calls": pl.Int64,
+                                                 "n_bad": pl.Int64, "trunc_call": pl.Boolean}, orient="row")
+        py_calls = _with_keys(CALLS, call_rows, call_keys, ("row", "turn_index"))
+        findings = _with_keys(FINDINGS, finding_rows, finding_keys, ("row", "turn_index", "seq"))
+        return pl.concat([fast_stats, slow_stats]), calls, findings, py_calls
+
+    def _trajectories(self, fast: pl.DataFrame, turns: pl.DataFrame, turn_stats: pl.DataFrame) -> pl.DataFrame:
+        """The ``trajectories`` rows of the columnar records (the analysis columns from the turn stats)."""
+        last = (
+            turns.filter(pl.col("role") == "assistant")
+            .filter(pl.col("turn_index") == pl.col("turn_index").max().over("row"))
+            .join(turn_stats, on=["row", "turn_index"], how="left")
+            .select(
+                "row",
+                (pl.col("n_calls") > 0).alias("last_has_call"),
+                (pl.col("trunc_call")
+                 | (pl.col("text").str.count_matches("<think>", literal=True)
+                    > pl.col("text").str.count_matches("</think>", literal=True))).alias("truncated"),
+            )
+        )
+        per_row = turn_stats.group_by("row").agg(pl.col("n_calls").sum().alias("n_calls"),
+                                                 pl.col("n_bad").sum().alias("n_malformed_calls"))
+        n_turns = turns.group_by("row").len("n_turns")
+        return (
+            fast.join(per_row, on="row", how="left", maintain_order="left")
+            .join(last, on="row", how="left", maintain_order="left")
+            .join(n_turns, on="row", maintain_order="left")
+            .select(
+                "trajectory_id", "source_path", "source_line",
+                pl.lit("verl_jsonl").alias("source_format"), "split", "step", "group_id", "score",
+                pl.col("fmt").alias("tool_format"), "n_turns", pl.col("n_calls").fill_null(0),
+                pl.col("n_malformed_calls").fill_null(0),
+                (~pl.col("last_has_call") & ~pl.col("truncated")).alias("has_final_answer"),
+                "truncated", pl.col("tools").is_not_null().alias("schema_checked"), "input", "output", "tools",
+                "extra", "row",
+            )
+        )
+
+
+class _RowsByKey:
+    """Row tuples of records taken through the record path, each remembered with its record's ``row``."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in ("trajectories", "turns", "calls", "findings",
+                                                                      "ingest_errors")}
+        self.keys: dict[str, list[tuple[int, ...]]] = {t: [] for t in self.rows}
+        self._row = 0
+        self._n: dict[str, int] = {}
+
+    def start(self, row: int) -> dict[str, list[tuple[Any, ...]]]:
+        self._row = row
+        self._n = {t: len(v) for t, v in self.rows.items()}
+        return self.rows
+
+    def finish(self) -> None:
+        for t, v in self.rows.items():
+            new = v[self._n[t]:]
+            if t == "turns":
+                self.keys[t] += [(self._row, x[1]) for x in new]
+            elif t == "calls":
+                self.keys[t] += [(self._row, x[2], x[3]) for x in new]
+            elif t == "findings":
+                base = len(self.keys[t])
+                self.keys[t] += [(self._row, x[1], base + i) for i, x in enumerate(new)]
+            else:
+                self.keys[t] += [(self._row,)] * len(new)
+
+
+_KEY_COLS = {"trajectories": ("row",), "turns": ("row", "turn_index"), "calls": ("row", "turn_index", "call_index"),
+             "findings": ("row", "turn_index", "seq")}
+
+
+def _with_keys(spec: TableSpec, rows: list[tuple[Any, ...]], keys: list[tuple[int, ...]],
+               key_cols: tuple[str, ...]) -> pl.DataFrame:
+    """Row tuples (in the spec's column order) as a frame typed like the table, plus the sort key columns."""
+    from trajlab.scan import _cols_table, _columns
+
+    if not rows:
+        return pl.from_arrow(spec.schema.empty_table()).with_columns(  # type: ignore[union-attr]
+            [pl.lit(None, pl.Int64).alias(k) for k in key_cols if k not in spec.column_names])
+    frame = pl.from_arrow(_cols_table(spec, _columns(spec.name, rows)))
+    assert isinstance(frame, pl.DataFrame)
+    kdf = pl.DataFrame(keys or None, schema={k: pl.Int64 for k in key_cols}, orient="row")
+    return pl.concat([frame, kdf.select([k for k in key_cols if k not in spec.column_names])], how="horizontal")
+
+
+def _empty(spec: TableSpec) -> pa.Table:
+    return spec.schema.empty_table()
