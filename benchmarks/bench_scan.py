@@ -9,8 +9,9 @@ Steps, all in one run:
 1. generate (or reuse, when the options match) a realistic verl 0.9.x dump with
    ``benchmarks/gen_large_dump.py`` under ``--work-dir`` (default: ``$TMPDIR/trajlab_bench``);
 2. read every file once so both contenders start from a warm page cache;
-3. run (a) ``polars.read_ndjson`` on the dump's files and (b) ``trajlab.scan`` (classifier on, fresh output
-   directory, no reuse) -- each in its own subprocess, so memory is measured per variant;
+3. run (a) ``polars.read_ndjson`` on the dump's files and (b) ``trajlab.scan`` exactly as the CLI runs it by
+   default (classifier on, part files written for later re-scans) into a fresh output directory -- each in
+   its own subprocess, so memory is measured per variant;
 4. print throughput (input MB / seconds of the timed call, MB = 10^6 bytes), wall time including interpreter
    start, CPU time (user + system, all processes; MB/CPU-s is the fairer number on a shared machine) and
    peak memory, then check the targets: scan throughput >= 1/2 of read_ndjson's and scan peak
@@ -60,7 +61,7 @@ import json, sys, time
 import trajlab
 args = json.loads(sys.argv[1])
 t0 = time.perf_counter()
-s = trajlab.scan([args["dump"]], args["out"], jobs=args["jobs"], progress=False, incremental=False)
+s = trajlab.scan([args["dump"]], args["out"], jobs=args["jobs"], progress=False)
 dt = time.perf_counter() - t0
 print(json.dumps({"seconds": dt, "rows": s.trajectories, "calls": s.calls, "malformed_calls": s.malformed_calls,
                   "ingest_errors": s.ingest_errors}))

@@ -222,9 +222,22 @@ def process_unit(unit: list[tuple[FileTask, str, str]], opts: ScanOptions) -> li
         columnar(verl)
     stats = []
     for i, (task, digest, part_dir) in enumerate(unit):
-        tables = results.get(i) or _record_loop(task, opts, digest)
+        tables = results.pop(i, None) or _record_loop(task, opts, digest)
         stats.append(_write_parts(task, digest, Path(part_dir), tables))
+    datas.clear()
+    _release_memory()
     return stats
+
+
+def _release_memory() -> None:
+    """Hand freed memory back to the OS between units (a long-lived worker otherwise keeps its peak)."""
+    pa.default_memory_pool().release_unused()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def _read_range(task: FileTask) -> bytes:
@@ -633,27 +646,36 @@ class _RowGroupWriter:
 
 
 def _merge_parts(keep: list[_FileEntry], parts_root: Path, out: Path, errors: list[IngestError]) -> None:
-    """Stream every part of every table into ``out/<table>.parquet`` (bounded memory: a row group at a time)."""
+    """Stream every part of every table into ``out/<table>.parquet`` (bounded memory: a row group at a time
+    per table); the tables are written by parallel threads (Arrow's readers and writers release the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(len(PART_TABLES), os.cpu_count() or 1)) as ex:
+        for f in [ex.submit(_merge_table, spec, keep, parts_root, out, errors) for spec in PART_TABLES]:
+            f.result()
+
+
+def _merge_table(spec: TableSpec, keep: list[_FileEntry], parts_root: Path, out: Path,
+                 errors: list[IngestError]) -> None:
     import tempfile
 
-    for spec in PART_TABLES:
-        final = table_path(out, spec.name)
-        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=out)
-        os.close(fd)
-        try:
-            with pq.ParquetWriter(tmp, spec.schema, compression="zstd", write_statistics=True) as w:
-                rg = _RowGroupWriter(w, ROW_GROUP_ROWS.get(spec.name, DEFAULT_ROW_GROUP_ROWS))
-                if spec is INGEST_ERRORS and errors:
-                    rg.add(sort_table(spec, to_table(spec, [asdict(x) for x in errors])))
-                for e in keep:
-                    for i in range(len(e.tasks)):
-                        rg.add(read_part(parts_root / e.key / f"{i:05d}.{spec.name}.arrow"))
-                rg.close()
-            make_readable(tmp)
-            os.replace(tmp, final)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    final = table_path(out, spec.name)
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=out)
+    os.close(fd)
+    try:
+        with pq.ParquetWriter(tmp, spec.schema, compression="zstd", write_statistics=True) as w:
+            rg = _RowGroupWriter(w, ROW_GROUP_ROWS.get(spec.name, DEFAULT_ROW_GROUP_ROWS))
+            if spec is INGEST_ERRORS and errors:
+                rg.add(sort_table(spec, to_table(spec, [asdict(x) for x in errors])))
+            for e in keep:
+                for i in range(len(e.tasks)):
+                    rg.add(read_part(parts_root / e.key / f"{i:05d}.{spec.name}.arrow"))
+            rg.close()
+        make_readable(tmp)
+        os.replace(tmp, final)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _merge_key(keep: list[_FileEntry], errors: list[IngestError]) -> str:
