@@ -194,3 +194,17 @@ def test_turn_split_matches_split_turns() -> None:
         assert got[i] == [(t.index, t.role, t.text, t.char_start, t.char_end) for t in split_turns(o)], o
         checked += 1
     assert checked > 2000 and len(outs) - 2 not in bad_set
+
+
+def test_columnar_path_is_taken_on_clean_dumps() -> None:
+    """The fast path must not silently fall back on clean dumps (it would still be correct, only slow)."""
+    from trajlab.ingest import plan_tasks
+    from trajlab.scan import ScanOptions
+    from trajlab.scan_columnar import process_segments
+
+    for run in ("qwen35_xml_run/rollout", "qwen3_hermes_run/rollout"):
+        files = sorted((ROOT / "sample_data" / run).glob("*.jsonl"))[:6]
+        items = [(plan_tasks(p, p.name, "verl_jsonl")[0], p.read_bytes(), "0" * 40) for p in files]
+        got = process_segments(items, ScanOptions())
+        assert got is not None and len(got) == len(files), run
+        assert sum(t["trajectories"].num_rows for t in got) > 20 and all(t["calls"].num_rows for t in got)

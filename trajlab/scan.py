@@ -203,6 +203,8 @@ def process_unit(unit: list[tuple[FileTask, str, str]], opts: ScanOptions) -> li
     columns); a unit that is not clean is retried range by range, and a range that is not clean -- and every
     other format -- goes through the record loop.
     """
+    from polars.exceptions import PanicException
+
     from trajlab import scan_columnar
 
     results: dict[int, dict[str, pa.Table]] = {}
@@ -211,7 +213,10 @@ def process_unit(unit: list[tuple[FileTask, str, str]], opts: ScanOptions) -> li
 
     def columnar(group: list[int]) -> None:
         """Try ``group`` in one pass; when it is not clean, halve it (a bad file costs log2(n) retries)."""
-        got = scan_columnar.process_segments([(unit[i][0], datas[i], unit[i][1]) for i in group], opts)
+        try:
+            got = scan_columnar.process_segments([(unit[i][0], datas[i], unit[i][1]) for i in group], opts)
+        except (Exception, PanicException):  # never lose a range to the fast path: the record loop decides
+            got = None
         if got is not None:
             results.update(zip(group, got, strict=True))
         elif len(group) > 1:
