@@ -21,8 +21,8 @@ import re
 from typing import Any
 
 from trajlab.model import Finding, ParsedCall, Span, TurnAnalysis, TurnContext
-from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, Issue, snip
-from trajlab.toolcalls.fastpath import fast_calls
+from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, Issue, parsed_call, snip
+from trajlab.toolcalls.fastpath import read_turn, single_call
 from trajlab.toolcalls.format_foreign import find_foreign
 from trajlab.toolcalls.formats import FORMATS
 from trajlab.toolcalls.jsonbody import find_bare_json
@@ -109,16 +109,27 @@ def _failed(text: str, exc: BaseException, rs: RuleSet | None) -> TurnAnalysis:
     return TurnAnalysis([], [_internal(rs, 0, n, exc)], [Span("text", 0, n)] if n else [])
 
 
-def _has_markup(text: str, rs: RuleSet) -> bool:
-    """Whether the turn needs the full pipeline (a few ``str.find`` calls; the regex only as a last resort)."""
-    for ch, lits in rs.literal_groups:
+_NO_MARKUP, _CALL_MARKUP, _OTHER_MARKUP = 0, 1, 2
+
+
+def _markup(text: str, rs: RuleSet) -> int:
+    """What the turn needs (a few ``str.find`` calls; the regexes only as a last resort): nothing
+    (``_NO_MARKUP``), the full pipeline (``_CALL_MARKUP``), or the pipeline without its call search
+    (``_OTHER_MARKUP``: think tags or an invented-tag candidate, but no call literal and no foreign trigger, so
+    no segment holds a call: every scanner would skip every segment)."""
+    for ch, lits in rs.segment_groups:  # the call literals and foreign triggers
         if ch in text:
             for lit in lits:
                 if lit in text:
-                    return True
+                    return _CALL_MARKUP
+    other = _OTHER_MARKUP if not rs.foreign_untriggered else _CALL_MARKUP
+    if "<" in text and ("</think>" in text or "<think>" in text):
+        return other
     if rs.foreign_untriggered and rs.quick_re.search(text):
-        return True
-    return "_" in text and "<" in text and rs.invented_quick.search(text) is not None
+        return _CALL_MARKUP
+    if "_" in text and "<" in text and rs.invented_quick.search(text) is not None:
+        return other
+    return _NO_MARKUP
 
 
 # -- think regions ----------------------------------------------------------------------------------------
@@ -168,7 +179,8 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
     n = len(text)
     if n == 0:
         return TurnAnalysis([], [], [])
-    if not _has_markup(text, rs):
+    markup = _markup(text, rs)
+    if markup == _NO_MARKUP:
         spans = [Span("text", 0, n)]
         findings = _user_rules(text, rs, spans, [], [], tool_format) if rs.has_text_rules else []
         return TurnAnalysis([], findings, spans)
@@ -179,24 +191,69 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
     drafts: list[CallDraft] = []
     turn_issues: list[Issue] = []
     has_foreign = rs.foreign_untriggered
-    if not has_foreign:
+    if not has_foreign and markup == _CALL_MARKUP:
         for trig in rs.foreign_literals:
             if trig in text:
                 has_foreign = True
                 break
-    segments = _segments(n, think)
-    if FAST_PATH and not has_foreign and not rs.regex_rules and (not think or think[-1][4] >= 0):  # closed
-        fast = fast_calls(text, fmt, index, segments, rs, with_spans)
-        if fast is not None:  # every call canonical and well-formed: no finding, no repair
-            calls, call_spans = fast
-            return TurnAnalysis(calls, [], _tile(call_spans + _think_spans(think), n) if with_spans else [])
+    segments = _segments(n, think) if think else [(0, n, False)]
+    want_spans = with_spans or bool(rs.regex_rules)  # user regex rules read the tiling
+    fast = None
+    if (markup == _CALL_MARKUP and FAST_PATH and not has_foreign and not rs.regex_rules
+            and (not think or think[-1][4] >= 0)):  # every think block closed
+        fast = read_turn(text, fmt, index, segments, rs, with_spans, trailing_text=True)
+        if fast is not None and fast.calls is not None:
+            # every call canonical and well-formed: at most text after the last one to report
+            findings = _after_canonical(text, fast.calls, think, ctx, fmt, tools, index, rs, repair)
+            return TurnAnalysis(fast.calls, findings,
+                                _tile(fast.spans + _think_spans(think), n) if with_spans else [])
+    if fast is not None and fast.drafts is not None:
+        drafts = fast.drafts  # canonical in form: the drafts the scanner would make, without running it
+    elif markup == _CALL_MARKUP:  # (otherwise no segment holds a call literal or a foreign trigger: nothing to find)
+        _scan(text, fmt, segments, has_foreign, want_spans, rs, drafts, turn_issues)
+    _turn_facts(text, drafts, think, ctx)
+
+    calls: list[ParsedCall] = []
+    findings: list[Finding] = []
+    spans: list[tuple[int, int, str, int | None]] = []
+    for i, d in enumerate(drafts):
+        pc, fs = _finish(i, d, text, fmt, index, rs, tools, repair)
+        calls.append(pc)
+        findings += fs
+        if want_spans and not d.in_think:
+            spans += [(s, e, k, i) for k, s, e in d.spans]
+
+    fmt_key = fmt if fmt in FORMATS else "none"
+    for iss in turn_issues:
+        findings.append(_finding(rs, iss, fmt_key, None))
+    if want_spans:
+        spans += _think_spans(think)
+    for cs, _ce, os_, oe, c_s, _c_e in think:
+        if c_s < 0:
+            findings.append(_finding(rs, Issue("unclosed_think", "at_end", os_ if os_ >= 0 else cs, oe if oe >= 0
+                                               else cs), fmt_key, None))
+    if not calls and (fmt in FORMATS or index is not None or tool_context):
+        findings += _invented(text, think, rs, index, fmt_key)
+
+    tiled = _tile(spans, n) if with_spans or rs.regex_rules else []
+    if rs.regex_rules:
+        findings += _user_rules(text, rs, tiled, calls, drafts, fmt_key)
+    findings.sort(key=lambda f: (f.start, f.end, f.category))
+    return TurnAnalysis(calls, findings, tiled if with_spans else [])
+
+
+def _scan(text: str, fmt: str, segments: list[tuple[int, int, bool]], has_foreign: bool, want_spans: bool,
+          rs: RuleSet, drafts: list[CallDraft], turn_issues: list[Issue]) -> None:
+    """Step 2: the calls of every segment (foreign markup, the format's scanner, bare JSON) into ``drafts``, in
+    text order, and the problems that belong to no call into ``turn_issues``."""
+    fmt_mod = FORMATS.get(fmt)
     for lo, hi, in_think in segments:
         if hi <= lo or (not rs.foreign_untriggered and not rs.has_literal(text, lo, hi)):
             continue
         seg_drafts = find_foreign(text, lo, hi, rs) if has_foreign else []
         excluded = [(d.start, d.end) for d in seg_drafts]
-        if fmt in FORMATS:
-            cds, tis = FORMATS[fmt].find_calls(text, lo, hi, rs, excluded)
+        if fmt_mod is not None:
+            cds, tis = fmt_mod.find_calls(text, lo, hi, rs, excluded, spans=want_spans)
             seg_drafts += cds
             if not in_think:
                 turn_issues += tis
@@ -214,51 +271,60 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
         for d in seg_drafts:
             d.in_think = in_think
         drafts += seg_drafts
-    drafts.sort(key=lambda d: d.start)
+    drafts.sort(key=_draft_start)
 
+
+def _draft_start(d: CallDraft) -> int:
+    return d.start
+
+
+def _turn_facts(text: str, drafts: list[CallDraft], think: list[tuple[int, int, int, int, int, int]],
+                ctx: TurnContext) -> None:
+    """Step 3: turn-level facts that belong to a call (truncation at the length limit, a call inside
+    ``<think>``, text after the last call)."""
     if ctx.output_truncated and ctx.is_last_turn:
         for d in drafts:
             for iss in d.issues:
                 if iss.category == "truncated_call":
                     iss.params["where"] = f"{iss.params.get('where', 'inside the call')}, at the response-length limit"
-    # turn-level facts that belong to a call
-    outside = [d for d in drafts if not d.in_think]
-    for d in drafts:
-        if d.in_think:
-            preempts = any(o.start > d.start for o in outside)
-            d.add("call_inside_think", "preempts" if preempts else "drafted", d.start, d.end)
+    if len(drafts) == 1 and not drafts[0].in_think:  # the common case
+        outside = drafts
+    else:
+        outside = [d for d in drafts if not d.in_think]
+        for d in drafts:
+            if d.in_think:
+                preempts = any(o.start > d.start for o in outside)
+                d.add("call_inside_think", "preempts" if preempts else "drafted", d.start, d.end)
     if outside:
-        last = max(outside, key=lambda d: d.end)
+        last = outside[0] if len(outside) == 1 else max(outside, key=lambda d: d.end)
         tail_issue = _text_after(text, last.end, think, ctx)
         if tail_issue is not None:
             last.issues.append(tail_issue)
 
-    calls: list[ParsedCall] = []
-    findings: list[Finding] = []
-    spans: list[tuple[int, int, str, int | None]] = []
-    for i, d in enumerate(drafts):
-        pc, fs = _finish(i, d, text, fmt, index, rs, tools, repair)
-        calls.append(pc)
-        findings += fs
-        if not d.in_think:
-            spans += [(s, e, k, i) for k, s, e in d.spans]
 
-    fmt_key = fmt if fmt in FORMATS else "none"
-    for iss in turn_issues:
-        findings.append(_finding(rs, iss, fmt_key, None))
-    spans += _think_spans(think)
-    for cs, _ce, os_, oe, c_s, _c_e in think:
-        if c_s < 0:
-            findings.append(_finding(rs, Issue("unclosed_think", "at_end", os_ if os_ >= 0 else cs, oe if oe >= 0
-                                               else cs), fmt_key, None))
-    if not calls and (fmt in FORMATS or index is not None or tool_context):
-        findings += _invented(text, think, rs, index, fmt_key)
+def _after_canonical(text: str, calls: list[ParsedCall], think: list[tuple[int, int, int, int, int, int]],
+                     ctx: TurnContext, fmt: str, tools: Any, index: ToolIndex | None, rs: RuleSet,
+                     repair: bool) -> list[Finding]:
+    """Findings of a turn whose calls :mod:`.fastpath` read as canonical, when text may follow the last call.
 
-    tiled = _tile(spans, n) if with_spans or rs.regex_rules else []
-    if rs.regex_rules:
-        findings += _user_rules(text, rs, tiled, calls, drafts, fmt_key)
-    findings.sort(key=lambda f: (f.start, f.end, f.category))
-    return TurnAnalysis(calls, findings, tiled if with_spans else [])
+    The full pipeline finds the same calls with no issue of their own, so the only possible finding is
+    ``text_after_call`` on the last call (steps 3-5 below, for that one issue): ``calls[-1]`` is updated in place
+    with the status, categories and repair :func:`_finish` would give it.
+    """
+    last = calls[-1]
+    iss = _text_after(text, last.end, think, ctx)
+    if iss is None:
+        return []
+    f = _finding(rs, iss, fmt, last.call_index)
+    if f.severity in _BAD:
+        last.status, last.categories = "malformed", [iss.category]
+        if repair:
+            name = last.function_name  # exact (or, without a schema, a valid name): the name a repair keeps
+            tool = index.get(name) if index is not None else None
+            d = CallDraft(last.format, last.start, last.end, name, issues=[iss])
+            last.repaired, last.repaired_arguments, last.repair_note = _repair(
+                d, [f], text, fmt, name, {}, tool.properties if tool is not None else {}, tools, index, rs)
+    return [f]
 
 
 def _think_spans(think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[int, int, str, int | None]]:
@@ -294,10 +360,8 @@ def _text_after(text: str, end: int, think: list[tuple[int, int, int, int, int, 
 
 
 def _finding(rs: RuleSet, iss: Issue, fmt_key: str, call_index: int | None) -> Finding:
-    sev = rs.severity(iss.category, iss.variant, fmt_key)
-    return Finding(iss.category, sev, iss.start, iss.end,  # type: ignore[arg-type]
-                   rs.message(iss.category, iss.variant, iss.params),
-                   f"{fmt_key}/{iss.category}/{iss.variant}", call_index)
+    sev, msg, rule_id = rs.describe(iss.category, iss.variant, fmt_key, iss.params)
+    return Finding(iss.category, sev, iss.start, iss.end, msg, rule_id, call_index)  # type: ignore[arg-type]
 
 
 # -- one call ----------------------------------------------------------------------------------------------
@@ -310,32 +374,25 @@ def _finish(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | None, 
         if iss.category == "foreign_format":
             iss.params.setdefault("expected", fmt if fmt in FORMATS else "trainer's")
     matched, repair_name = _check_name(d, index, rs)
-    tool = index.get(matched) if index is not None else None
+    tool = index.tools.get(matched) if index is not None and matched is not None else None
     props = tool.properties if tool is not None else {}
     renames: dict[str, str] = {}
     args = _arguments(d, props)
     if tool is not None and args is not None:
         renames = _check_params(d, tool, rs, args)
-    findings = [_finding(rs, iss, fmt_key, i) for iss in d.issues]
-    cats = sorted({f.category for f in findings if f.severity in _BAD})
+    findings: list[Finding] = []
+    bad: set[str] = set()
+    for iss in d.issues:
+        f = _finding(rs, iss, fmt_key, i)
+        findings.append(f)
+        if f.severity in _BAD:
+            bad.add(f.category)
+    cats = sorted(bad)
     repaired = repaired_args = note = None
     if cats and repair:
-        repaired, repaired_args, note = _repair(d, findings, text, fmt, repair_name, renames, props, tools, rs)
-    pc = ParsedCall(
-        call_index=i,
-        format=d.fmt,
-        raw=text[d.start:d.end],
-        start=d.start,
-        end=d.end,
-        function_name=d.name,
-        matched_tool=matched,
-        arguments=args,
-        status="malformed" if cats else "ok",
-        categories=cats,
-        repaired=repaired,
-        repaired_arguments=repaired_args,
-        repair_note=note,
-    )
+        repaired, repaired_args, note = _repair(d, findings, text, fmt, repair_name, renames, props, tools, index, rs)
+    pc = parsed_call(i, d.fmt, text[d.start:d.end], d.start, d.end, d.name, matched, args,
+                     "malformed" if cats else "ok", cats, repaired, repaired_args, note)
     return pc, findings
 
 
@@ -349,6 +406,8 @@ def _check_name(d: CallDraft, index: ToolIndex | None, rs: RuleSet) -> tuple[str
         d.add("unknown_function", "empty_name", s, e, name=d.name, declared=_list(declared),
               blocker="the call has no function name")
         return None, None
+    if index is not None and d.name in index.tools:
+        return d.name, d.name  # what match_name answers for a declared name ("exact"), without its cache lookup
     nm = match_name(d.name, declared, rs)
     if nm.kind == "exact":
         return d.name, d.name
@@ -415,7 +474,11 @@ def _check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, 
         return renames
     seen: dict[str, list[Any]] = {}
     for p in d.params:
-        seen.setdefault(p.name, []).append(p)
+        occ = seen.get(p.name)
+        if occ is None:
+            seen[p.name] = [p]
+        else:
+            occ.append(p)
     present = set(seen) if d.params else set(args if isinstance(args, dict) else ())
     for name, occ in seen.items():
         p0 = occ[0]
@@ -448,10 +511,11 @@ def _check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, 
             continue
         prop = props[name]
         last = occ[-1]
-        vs, ve = (last.value_start, last.value_end) if last.value_start >= 0 else (ps, pe)
         if last.raw is not None:
             tc = check_xml_value(last.raw, prop, args.get(name) if isinstance(args, dict) and name in args else
                                  verl_convert(last.raw, name, props))
+            if tc.ok and not tc.divergence:
+                continue  # the common case: nothing to report
             shown = last.raw
         else:
             val = last.value
@@ -460,6 +524,7 @@ def _check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, 
             else:
                 tc = check_json_value(val, prop)
             shown = val if isinstance(val, str) else repr(val)
+        vs, ve = (last.value_start, last.value_end) if last.value_start >= 0 else (ps, pe)
         if not tc.ok:
             d.add("type_mismatch", tc.variant, vs, ve, name=name, expected=tc.expected, value=snip(str(shown), 40),
                   verl=snip(repr(tc.verl), 40), allowed=tc.allowed,
@@ -467,7 +532,7 @@ def _check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, 
         elif tc.divergence:
             d.add("verl_conversion_divergence", tc.variant, vs, ve, name=name, expected=tc.expected,
                   value=snip(str(shown), 40), verl=snip(repr(tc.verl), 40))
-    covered = present | set(renames.values())
+    covered = present | set(renames.values()) if renames else present
     for r in tool.required:
         if r not in covered:
             d.add("missing_required_parameter", "missing", fs, fe, name=r, function=tool.name,
@@ -478,10 +543,15 @@ def _check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, 
 # -- repair -------------------------------------------------------------------------------------------------
 
 
+def _edit_key(e: Edit) -> tuple[int, int]:
+    return e.start, e.end
+
+
 def _apply(text: str, start: int, end: int, edits: list[Edit]) -> str | None:
+    """``text[start:end]`` with ``edits`` (sorted by :func:`_edit_key`) applied; None when they overlap."""
     out: list[str] = []
     pos = start
-    for e in sorted(edits, key=lambda x: (x.start, x.end)):
+    for e in edits:
         if e.start < pos or e.end > end or e.start < start:
             return None  # overlapping or out-of-call edits: not one clean repair
         out.append(text[pos:e.start])
@@ -492,16 +562,24 @@ def _apply(text: str, start: int, end: int, edits: list[Edit]) -> str | None:
 
 
 def _repair(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: str | None, renames: dict[str, str],
-            props: dict[str, Any], tools: Any, rs: RuleSet) -> tuple[str | None, Any, str | None]:
-    bad = [(iss, f) for iss, f in zip(d.issues, findings, strict=False) if f.severity in _BAD]
+            props: dict[str, Any], tools: Any, index: ToolIndex | None,
+            rs: RuleSet) -> tuple[str | None, Any, str | None]:
+    bad = [iss for iss, f in zip(d.issues, findings, strict=False) if f.severity in _BAD]
     blockers: list[str] = []
-    for iss, _f in bad:
+    placement_only = True  # every error/warning is about where the call is, not what it says
+    unedited = False  # an error/warning that no text edit fixes (and no other issue covers)
+    for iss in bad:
         why = iss.blocker
-        cat = rs.categories.get(iss.category)
-        if why is None and cat is not None and not cat.repairable and not iss.params.get("_covered"):
-            why = f"{iss.category} is not repairable (rules taxonomy)"
+        if why is None:
+            cat = rs.categories.get(iss.category)
+            if cat is not None and not cat.repairable and not iss.params.get("_covered"):
+                why = f"{iss.category} is not repairable (rules taxonomy)"
         if why and why not in blockers:
             blockers.append(why)
+        if iss.category not in _PLACEMENT:
+            placement_only = False
+            if not iss.edits and not iss.params.get("_covered"):
+                unedited = True
     if blockers:
         return None, None, "no repair: " + "; ".join(blockers)
     target = fmt if fmt in FORMATS else (d.fmt if d.fmt in FORMATS else None)
@@ -509,9 +587,7 @@ def _repair(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: st
         return None, None, "no repair: the trajectory's call format is unknown"
     if name is None:
         return None, None, "no repair: the function name cannot be recovered"
-    placement_only = all(iss.category in _PLACEMENT for iss, _ in bad)
-    needs_render = d.fmt != target or d.rerender or any(
-        not iss.edits and iss.category not in _PLACEMENT and not iss.params.get("_covered") for iss, _ in bad)
+    needs_render = d.fmt != target or d.rerender or unedited
     what: list[str]
     if needs_render and not placement_only:
         fmt_mod = FORMATS[target]
@@ -535,21 +611,44 @@ def _repair(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: st
         what += [f"parameter `{a}` -> `{b}`" for a, b in renames.items()]
     else:
         edits = [e for iss in d.issues for e in iss.edits]
+        edits.sort(key=_edit_key)
         got = _apply(text, d.start, d.end, edits)
         if got is None:
             return None, None, "no repair: the fixes overlap, so more than one repair is plausible"
         repaired = got.strip()
-        what = [e.what for e in sorted(edits, key=lambda x: (x.start, x.end)) if e.what]
         if placement_only:
             what = ["the call text itself is well-formed; " + (
-                "move it after </think>" if any(i.category == "call_inside_think" for i, _ in bad)
+                "move it after </think>" if any(i.category == "call_inside_think" for i in bad)
                 else "drop the text after it")]
+        else:
+            what = [e.what for e in edits if e.what]
+    n_calls, arguments, left = _reclassify(repaired, target, tools, index, rs)
+    if n_calls != 1 or left:
+        why = ", ".join(left) if left else f"{n_calls} calls"
+        return None, None, f"no repair: the automatic fix still leaves {why}"
+    return repaired, arguments, "repaired: " + "; ".join(dict.fromkeys(what))
+
+
+def _reclassify(repaired: str, target: str, tools: Any, index: ToolIndex | None,
+                rs: RuleSet) -> tuple[int, Any, list[str]]:
+    """A repaired call text classified as ``_analyze(repaired, target, ...)`` does: the number of calls, the
+    arguments of the first, and the categories of its error/warning findings (sorted).
+
+    A repair is usually a canonical call, so the fast path is asked first (:func:`.fastpath.single_call`, as
+    ``_analyze`` would ask it: ``target`` is a known format, ``index`` is ``tool_index(tools)``, the text holds no
+    think tag and no foreign markup, so it is one segment); when it declines, the full pipeline runs.
+    """
+    if FAST_PATH and not rs.regex_rules and not rs.foreign_untriggered and "think>" not in repaired:
+        for trig in rs.foreign_literals:
+            if trig in repaired:
+                break
+        else:
+            fast = single_call(repaired, target, index, rs)
+            if fast is not None:
+                return fast[0], fast[1], []
     sub = _analyze(repaired, target, tools, TurnContext(), rs, repair=False, with_spans=False)
     left = sorted({f.category for f in sub.findings if f.severity in _BAD})
-    if len(sub.calls) != 1 or left:
-        why = ", ".join(left) if left else f"{len(sub.calls)} calls"
-        return None, None, f"no repair: the automatic fix still leaves {why}"
-    return repaired, sub.calls[0].arguments, "repaired: " + "; ".join(dict.fromkeys(what))
+    return len(sub.calls), sub.calls[0].arguments if sub.calls else None, left
 
 
 # -- turn-level extras ---------------------------------------------------------------------------------------

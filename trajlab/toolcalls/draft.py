@@ -11,8 +11,10 @@ All offsets are absolute offsets into the turn text.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from trajlab.model import ParsedCall
 
 #: Marker for "no decoded JSON value" (XML parameters only have raw text).
 MISSING: Any = object()
@@ -103,6 +105,27 @@ class Ranges:
         if i >= 0 and pos < self.ends[i]:
             return self.ends[i]
         return -1
+
+
+_PARSED_CALL_FIELDS = ("call_index", "format", "raw", "start", "end", "function_name", "matched_tool", "arguments",
+                       "status", "categories", "repaired", "repaired_arguments", "repair_note")
+# positional construction costs half of the keyword one (it runs for every call classified); it is used only while
+# ParsedCall's leading fields are still these, in this order
+_POSITIONAL = tuple(f.name for f in fields(ParsedCall))[:len(_PARSED_CALL_FIELDS)] == _PARSED_CALL_FIELDS
+
+
+def parsed_call(call_index: int, fmt: str, raw: str, start: int, end: int, function_name: str | None,
+                matched_tool: str | None, arguments: Any, status: str, categories: list[str],
+                repaired: str | None = None, repaired_arguments: Any = None,
+                repair_note: str | None = None) -> ParsedCall:
+    """A :class:`~trajlab.model.ParsedCall` (``fmt`` is its ``format``)."""
+    if _POSITIONAL:
+        return ParsedCall(call_index, fmt, raw, start, end, function_name, matched_tool, arguments,  # type: ignore[arg-type]
+                          status, categories, repaired, repaired_arguments, repair_note)
+    return ParsedCall(call_index=call_index, format=fmt, raw=raw, start=start, end=end, function_name=function_name,
+                      matched_tool=matched_tool, arguments=arguments, status=status,  # type: ignore[arg-type]
+                      categories=categories, repaired=repaired, repaired_arguments=repaired_arguments,
+                      repair_note=repair_note)
 
 
 def snip(s: str, limit: int = 60) -> str:

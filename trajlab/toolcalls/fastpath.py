@@ -18,6 +18,11 @@ text between calls or inside ``<think>``), names are declared (without a schema:
 parameters are declared (undeclared ones only where the tool allows them), required parameters are present,
 no parameter is repeated, every value fits its type without a verl divergence, no stray ``>`` follows a call
 and nothing but whitespace follows the last call. Anything else returns ``None`` and the full pipeline runs.
+Two cheap necessary conditions (the last ``<tool_call>`` is closed, the turn ends with ``</tool_call>``) are
+checked first, so most malformed turns are turned away before any call is parsed.
+
+With ``trailing_text=True`` the last condition is dropped: text *without call markup* after the last call
+is allowed and the caller reports it (``text_after_call`` is the only finding such a turn can have).
 The caller (:func:`.analyze._analyze`) also requires no foreign markup, no user regex rules and closed
 ``<think>`` blocks.
 """
@@ -26,11 +31,13 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from trajlab.model import ParsedCall
-from trajlab.toolcalls.draft import CallDraft, ParamDraft
+from trajlab.toolcalls.draft import CallDraft, ParamDraft, parsed_call
 from trajlab.toolcalls.format_hermes import FRAME_RE
+from trajlab.toolcalls.format_qwen3_coder import XmlShape, read_call, shape_content, shape_draft, shape_spans
 from trajlab.toolcalls.jsonbody import Member, json_spans, walk_valid
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, verl_convert
@@ -40,41 +47,119 @@ Segment = tuple[int, int, bool]
 _NO_PROPS: dict[str, Any] = {}
 
 
+@dataclass(slots=True)
+class FastTurn:
+    """What :func:`read_turn` makes of a turn whose call markup is canonical in form."""
+
+    calls: list[ParsedCall] | None  # every call is also well-formed: the final calls (all ``ok``); else None
+    spans: list[RawSpan]  # the spans of those calls (with ``with_spans``)
+    drafts: list[CallDraft] | None  # otherwise (qwen3_coder): the drafts the format's scanner would make
+
+
 def fast_calls(text: str, fmt: str, index: ToolIndex | None, segments: list[Segment], rs: RuleSet,
-               with_spans: bool) -> tuple[list[ParsedCall], list[RawSpan]] | None:
+               with_spans: bool, trailing_text: bool = False) -> tuple[list[ParsedCall], list[RawSpan]] | None:
     """The calls (all ``ok``, no finding) and the calls' spans of a canonical turn; ``None``: run the full pipeline.
 
     ``segments`` are the turn's ``(start, end, in_think)`` pieces (as :func:`.analyze._segments` cuts them);
     spans are ``(start, end, kind, call_index)`` for the calls only (text and think spans are the caller's).
+    ``trailing_text=True`` also answers when more than whitespace follows the last call (text without call
+    markup: the gap after a call is read like the gaps between calls); the caller then reports that text.
     """
+    turn = read_turn(text, fmt, index, segments, rs, with_spans, trailing_text)
+    if turn is None or turn.calls is None:
+        return None
+    return turn.calls, turn.spans
+
+
+def single_call(text: str, fmt: str, index: ToolIndex | None, rs: RuleSet) -> tuple[int, Any] | None:
+    """For a text with no think tag, meant to be one call (a repair's text): how many calls :func:`fast_calls`
+    finds in it and the arguments of the first; None when it declines.
+
+    The common case, a text that is exactly one canonical qwen3_coder call (and whitespace), is read directly:
+    the checks :func:`fast_calls` would make around it (no other markup, nothing after the call) hold by
+    construction. Anything else goes to :func:`fast_calls` with the text as one segment outside ``<think>``.
+    """
+    if fmt == "qwen3_coder" and text.startswith("<tool_call>"):
+        try:
+            read = read_call(text, 0, len(text), rs)
+            if read is not None and read[1] is None and not text[read[0][1]:].strip():
+                name, params = read[0][2], read[0][5]
+                if not _resolve(name, index, rs)[0]:
+                    return None
+                args = _xml_arguments(name, params, index)
+                return None if args is None else (1, args)
+        except Exception:  # as in fast_calls: the full pipeline decides
+            return None
+    fast = fast_calls(text, fmt, index, [(0, len(text), False)], rs, False)
+    return None if fast is None else (len(fast[0]), fast[0][0].arguments)
+
+
+def read_turn(text: str, fmt: str, index: ToolIndex | None, segments: list[Segment], rs: RuleSet,
+              with_spans: bool, trailing_text: bool = False) -> FastTurn | None:
+    """:func:`fast_calls`, and for a qwen3_coder turn whose calls are all *simple*
+    (:func:`.format_qwen3_coder.read_call`: canonical, or with misspelt or missing closing tags) but not all
+    canonical and well-formed (also: an undeclared or garbled name, a parameter that is undeclared, repeated,
+    missing or of the wrong type), the drafts the format's scanner makes of them, so that the caller can go
+    straight to the turn-level facts and the schema checks. ``None``: run the full pipeline.
+
+    With ``trailing_text`` (the caller reports what follows the last call) the last call may also lack its
+    ``</tool_call>``."""
     try:
-        return _calls(text, fmt, index, segments, rs, with_spans)
+        return _read(text, fmt, index, segments, rs, with_spans, trailing_text)
     except Exception:  # never guess: whatever went wrong, the full pipeline decides (and reports it)
         return None
 
 
-def _calls(text: str, fmt: str, index: ToolIndex | None, segments: list[Segment], rs: RuleSet,
-           with_spans: bool) -> tuple[list[ParsedCall], list[RawSpan]] | None:
-    parse = _xml_segment if fmt == "qwen3_coder" else _hermes_segment if fmt == "hermes" else None
-    if parse is None or "<tool_call>" not in text:
+def _read(text: str, fmt: str, index: ToolIndex | None, segments: list[Segment], rs: RuleSet,
+          with_spans: bool, trailing_text: bool) -> FastTurn | None:
+    if fmt not in ("qwen3_coder", "hermes") or "<tool_call>" not in text:
+        return None
+    # cheap necessary conditions, checked before any call is parsed: the last `<tool_call>` is closed (every
+    # call is), and unless text may follow the last call, the turn ends with `</tool_call>` and whitespace
+    if not trailing_text and (text.rfind("</tool_call>") < text.rfind("<tool_call>") or not _ends_with_call(text)):
         return None
     calls: list[ParsedCall] = []
     spans: list[RawSpan] | None = [] if with_spans else None
+    xml = fmt == "qwen3_coder"
+    reads: list[tuple[XmlShape, CallDraft | None]] = []
+    well_formed = True
     for lo, hi, in_think in segments:
         if in_think:
             if rs.has_literal(text, lo, hi):
                 return None
-        elif not parse(text, lo, hi, index, rs, calls, spans):
+        elif xml:
+            ok = _xml_segment(text, lo, hi, index, rs, reads, calls if well_formed else None, spans)
+            if ok is None:
+                return None
+            well_formed = well_formed and ok
+        elif not _hermes_segment(text, lo, hi, index, rs, calls, spans):
             return None
-    if not calls or text[calls[-1].end:].strip():
+    end = reads[-1][0][1] if xml and reads else calls[-1].end if calls else -1
+    if end < 0 or (not trailing_text and text[end:].strip()):
         return None
-    return calls, spans or []
+    if well_formed:
+        return FastTurn(calls, spans or [], None)
+    drafts = []
+    for shape, d in reads:
+        if d is None:
+            d = shape_draft(shape, with_spans)
+        elif with_spans:
+            shape_spans(d, shape)
+        drafts.append(d)
+    return FastTurn(None, [], drafts)
+
+
+def _ends_with_call(text: str) -> bool:
+    """Whether the turn ends with ``</tool_call>`` and whitespace (every call of a canonical turn ends so, and
+    nothing but whitespace follows the last one): a cheap necessary condition checked before any parsing."""
+    if text.endswith("</tool_call>"):
+        return True
+    return text[-1:].isspace() and text.rstrip().endswith("</tool_call>")
 
 
 def _ok_call(name: str, matched: str | None, args: Any, text: str, start: int, end: int, fmt: str,
              ci: int) -> ParsedCall:
-    return ParsedCall(call_index=ci, format=fmt, raw=text[start:end], start=start, end=end, function_name=name,
-                      matched_tool=matched, arguments=args, status="ok", categories=[])
+    return parsed_call(ci, fmt, text[start:end], start, end, name, matched, args, "ok", [])
 
 
 def _resolve(name: str, index: ToolIndex | None, rs: RuleSet) -> tuple[bool, str | None]:
@@ -92,76 +177,57 @@ def _resolve(name: str, index: ToolIndex | None, rs: RuleSet) -> tuple[bool, str
 _TAG_KW = r"/?[ \t]*(?:tool_call|function|parameter)"
 #: the next thing in a gap between calls that a scanner reads: a tag, or a JSON key that starts a bare call
 _NEXT_MARKUP = re.compile(r"<(?=" + _TAG_KW + r')|"(?:name|function)')
-# A canonical tag as TAG_RE lexes it: a name is the tag's tail after `=` (at most 255 characters, no `<>\n`),
-# without spaces or tabs (those are the lexer's malformed spellings). Gaps between tags: whitespace only.
-_NAME = r"([^<>\n \t]{0,255})>"
-_XML_HEAD = re.compile(r"<tool_call>\s*<function=" + _NAME)
-# a value holds no tag: every `<` in it is one TAG_RE does not match (possessive: linear time)
-_XML_PARAM = re.compile(r"\s*<parameter=" + _NAME + r"((?:[^<]++|<(?!" + _TAG_KW + r"))*+)</parameter>")
-_XML_TAIL = re.compile(r"\s*</function>\s*</tool_call>")
 
 
-def _xml_segment(text: str, lo: int, hi: int, index: ToolIndex | None, rs: RuleSet, calls: list[ParsedCall],
-                 spans: list[RawSpan] | None) -> bool:
-    """Parse the calls of one segment outside ``<think>`` into ``calls``; False when it is not canonical."""
+def _xml_segment(text: str, lo: int, hi: int, index: ToolIndex | None, rs: RuleSet,
+                 reads: list[tuple[XmlShape, CallDraft | None]], calls: list[ParsedCall] | None,
+                 spans: list[RawSpan] | None) -> bool | None:
+    """Read the calls of one segment outside ``<think>`` into ``reads`` (shape, and draft unless canonical), and
+    while they are all canonical and well-formed (``calls`` is not None) into ``calls``. None: a call is not
+    simple, or there is other markup; False: a call is not canonical and well-formed."""
     pos = lo
+    well_formed = calls is not None
     while (m := _NEXT_MARKUP.search(text, pos, hi)) is not None:
-        call = _xml_call(text, m.start(), hi, index, rs, len(calls), spans)
-        if call is None:
-            return False
-        calls.append(call)
-        pos = call.end
-    return True
+        read = read_call(text, m.start(), hi, rs)
+        if read is None:
+            return None
+        reads.append(read)
+        shape, d = read
+        pos = shape[1]
+        if well_formed and calls is not None:
+            call = _xml_call(text, shape, index, rs, len(calls), spans) if d is None else None
+            if call is None:
+                well_formed = False
+            else:
+                calls.append(call)
+    return well_formed
 
 
-def _xml_call(text: str, start: int, hi: int, index: ToolIndex | None, rs: RuleSet, ci: int,
+def _xml_call(text: str, shape: XmlShape, index: ToolIndex | None, rs: RuleSet, ci: int,
               spans: list[RawSpan] | None) -> ParsedCall | None:
-    """The canonical call at ``start``: ``<tool_call>``, ``<function=NAME>``, parameters, closers; else None."""
-    head = _XML_HEAD.match(text, start, hi)
-    if head is None:
-        return None
-    pos = head.end()
-    params: list[tuple[str, int, int, int, int]] = []  # (name, name start, name end, value start, value end)
-    while (pm := _XML_PARAM.match(text, pos, hi)) is not None:
-        params.append((pm.group(1), pm.start(1), pm.end(1), *_value_span(text, pm.start(2), pm.end(2))))
-        pos = pm.end()
-    tail = _XML_TAIL.match(text, pos, hi)
-    if tail is None:
-        return None
-    end = tail.end()
-    if text.startswith(">", end):
-        return None  # a stray `>` after the call
-    name = head.group(1)
-    checked = _xml_arguments(name, [(p[0], text[p[3]:p[4]]) for p in params], index, rs)
-    if checked is None:
-        return None
-    if spans is not None:
-        content = [(head.start(1), head.end(1), "function_name")]
-        for _pn, ns, ne, a, b in params:
-            content += [(ns, ne, "param_name"), (a, b, "param_value")]
-        _fill(spans, start, end, content, ci)
-    return _ok_call(name, checked[0], checked[1], text, start, end, "qwen3_coder", ci)
-
-
-def _value_span(text: str, vs: int, ve: int) -> tuple[int, int]:
-    """The value between ``<parameter=P>`` and ``</parameter>``: one leading and one trailing newline removed."""
-    a = vs + 1 if text.startswith("\n", vs, ve) else vs
-    b = ve - 1 if ve > a and text[ve - 1] == "\n" else ve
-    return a, b
-
-
-def _xml_arguments(name: str, params: list[tuple[str, str]], index: ToolIndex | None,
-                   rs: RuleSet) -> tuple[str | None, dict[str, Any]] | None:
-    """(matched tool, arguments converted like verl) when the call raises no finding, else None."""
+    """The call of a canonical call's ``shape`` when it is well-formed (name, parameters, values), else None."""
+    start, end, name, _ns, _ne, params = shape
     ok, matched = _resolve(name, index, rs)
     if not ok:
         return None
+    args = _xml_arguments(name, params, index)
+    if args is None:
+        return None
+    if spans is not None:
+        _fill(spans, start, end, shape_content(shape), ci)
+    return _ok_call(name, matched, args, text, start, end, "qwen3_coder", ci)
+
+
+def _xml_arguments(name: str, params: list[tuple[str, int, int, int, int, str]],
+                   index: ToolIndex | None) -> dict[str, Any] | None:
+    """The arguments, converted like verl, of a call to the resolved ``name``; None when a parameter raises a
+    finding (repeated, undeclared, a value that does not fit, a required one missing)."""
     if index is None:  # no schema: no parameter checks, every value is the raw string (or None for "null")
-        return None, {p: verl_convert(v, p, _NO_PROPS) for p, v in params}
+        return {p[0]: verl_convert(p[5], p[0], _NO_PROPS) for p in params}
     tool = index.tools[name]
     props = tool.properties
     args: dict[str, Any] = {}
-    for p, raw in params:
+    for p, _ns, _ne, _vs, _ve, raw in params:
         if p in args:
             return None  # a repeated parameter
         v = verl_convert(raw, p, props)
@@ -172,12 +238,13 @@ def _xml_arguments(name: str, params: list[tuple[str, str]], index: ToolIndex | 
         elif not tool.open_properties:
             return None  # an undeclared parameter
         args[p] = v
-    if any(r not in args for r in tool.required):
-        return None
-    return matched, args
+    for r in tool.required:
+        if r not in args:
+            return None
+    return args
 
 
-def _fill(spans: list[RawSpan], start: int, end: int, content: list[tuple[int, int, str]], ci: int) -> None:
+def _fill(spans: list[RawSpan], start: int, end: int, content: list[tuple[int, int, str]], ci: int | None) -> None:
     """Spans of a call: the content spans in order, ``structural`` for everything between them."""
     pos = start
     for s, e, kind in content:

@@ -19,12 +19,13 @@ class ToolFormat:
     name: str = ""
 
     def find_calls(
-        self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]]
+        self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]], spans: bool = True
     ) -> tuple[list[CallDraft], list[Issue]]:
         """Scan ``text[lo:hi]`` and return the calls found and the problems that belong to no call.
 
         ``excluded`` are ranges already claimed by another format's calls (foreign markup); the scanner
-        ignores tags inside them. Must never raise on arbitrary text.
+        ignores tags inside them. ``spans=False`` lets the scanner skip recording the drafts' spans (the caller
+        builds no tiling; everything else must be the same). Must never raise on arbitrary text.
         """
         raise NotImplementedError
 

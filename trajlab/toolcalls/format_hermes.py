@@ -61,8 +61,9 @@ def _lex(text: str, lo: int, hi: int, excluded: list[tuple[int, int]]) -> list[_
 
 class _Scanner:
     def __init__(self, text: str, lo: int, hi: int, rs: RuleSet, frames: list[_Frame],
-                 excluded: list[tuple[int, int]]) -> None:
+                 excluded: list[tuple[int, int]], spans: bool = True) -> None:
         self.text, self.lo, self.hi, self.rs, self.frames, self.excluded = text, lo, hi, rs, frames, excluded
+        self.spans = spans  # passed on to the qwen3_coder scanner for XML written in a hermes block
         self.calls: list[CallDraft] = []
         self.turn_issues: list[Issue] = []
 
@@ -97,7 +98,7 @@ class _Scanner:
         if _XML_IN.search(body) and not body.lstrip().startswith("{"):
             from trajlab.toolcalls.format_qwen3_coder import Qwen3CoderFormat
 
-            sub, _ = Qwen3CoderFormat().find_calls(text, op.start, call_end, self.rs, self.excluded)
+            sub, _ = Qwen3CoderFormat().find_calls(text, op.start, call_end, self.rs, self.excluded, self.spans)
             for d in sub:
                 d.add("format_mismatch", "xml_in_json", d.start, d.end, found="an XML (qwen3_coder) call",
                       expected="hermes")
@@ -149,7 +150,7 @@ class _Scanner:
                               blocker=f"the block holds {what}")
                     d.span("text", bs, be)
                 else:
-                    fill_json_call(d, text, bs, be, self.rs, at_end=at_end)
+                    fill_json_call(d, text, bs, be, self.rs, at_end=at_end, spans=self.spans)
         if close is not None:
             self._frame_issue(d, close)
             d.span("structural", close.start, close.end)
@@ -201,12 +202,12 @@ class HermesFormat(ToolFormat):
 
     name = "hermes"
 
-    def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet,
-                   excluded: list[tuple[int, int]]) -> tuple[list[CallDraft], list[Issue]]:
+    def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
+                   spans: bool = True) -> tuple[list[CallDraft], list[Issue]]:
         frames = _lex(text, lo, hi, excluded)
         if not frames:
             return [], []
-        return _Scanner(text, lo, hi, rs, frames, excluded).run()
+        return _Scanner(text, lo, hi, rs, frames, excluded, spans).run()
 
     def render(self, name: str, arguments: Any) -> str:
         args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)

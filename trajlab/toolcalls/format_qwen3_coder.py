@@ -33,6 +33,12 @@ CO, CC, FO, FC, PO, PC = range(6)
 _KIND = {("", "tool_call"): CO, ("/", "tool_call"): CC, ("", "function"): FO, ("/", "function"): FC,
          ("", "parameter"): PO, ("/", "parameter"): PC}
 _CANON_CLOSE = {CC: "</tool_call>", FC: "</function>", PC: "</parameter>"}
+# TAG_RE with the canonical spellings tried first, each in a group of its own, so the lexer takes them without
+# looking at the parts (a canonical tag matches exactly where and as far as TAG_RE does): groups 1-4 are the
+# tags without a name, 5-6 ``<function=NAME>`` / ``<parameter=NAME>``, 7-11 TAG_RE's own groups.
+_LEX_RE = re.compile(r"<(?:(tool_call>)|(/tool_call>)|(/function>)|(/parameter>)"
+                     r"|function=([^<>\n \t]{0,255})>|parameter=([^<>\n \t]{0,255})>|" + TAG_RE.pattern[1:] + ")")
+_GROUP_KIND = (-1, CO, CC, FC, PC, FO, PO)
 _STRAY_VARIANT = {CO: "open_tool_call", CC: "close_tool_call", FO: "open_function", FC: "close_function",
                   PO: "open_parameter", PC: "close_parameter"}
 
@@ -62,91 +68,373 @@ class Tok:
 def _lex(text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]]) -> list[Tok]:
     toks: list[Tok] = []
     excl = Ranges(excluded) if excluded else None
-    for m in TAG_RE.finditer(text, lo, hi):
+    for m in _LEX_RE.finditer(text, lo, hi):
         s, e = m.span()
         if excl and excl.covering(s) >= 0:
             continue
-        slash, ws, kw, tail, gt = m.groups()
-        kind = _KIND[(slash, kw)]
-        if gt and not ws:  # fast path: the canonical spellings
-            if not tail:
-                if slash or kind == CO:
-                    toks.append(Tok(kind, s, e))
-                    continue
-            elif not slash and tail[0] == "=" and " " not in tail and "\t" not in tail and kind != CO:
-                ns = s + 2 + len(kw)
-                toks.append(Tok(kind, s, e, None, tail[1:], ns, e - 1))
-                continue
-        tok = Tok(kind, s, e)
-        at_end = e >= hi and not gt
-        if slash:
-            if tail == "":
-                if not gt:
-                    if at_end and kind != CC:
-                        continue  # `</parameter` cut by the end of the text: part of a truncated call
-                    tok.variant = "partial" if at_end else "missing_gt"
-            elif tail[0] in " \t":
-                if not gt:
-                    continue
-                tok.variant, tok.attr = "stray_attr", tail
-            elif rs.close_tail_re.fullmatch(tail):
-                if not gt and at_end:
-                    continue
-                tok.variant = "close_variant" if gt else "missing_gt"
-            else:
-                continue  # another tag: </function_calls>, </parameters>
-            if ws:
-                tok.variant = tok.variant or "space"
-        elif kind == CO:
-            if tail == "":
-                if not gt:
-                    if at_end:
-                        continue
-                    tok.variant = "missing_gt"
-            elif tail[0] in " \t":
-                if not gt:
-                    continue
-                tok.variant, tok.attr = "stray_attr", tail
-            else:
-                continue  # <tool_calls>, <tool_call_begin>
-            if ws:
-                tok.variant = tok.variant or "space"
-        else:  # FO / PO
-            if ws:
-                continue
-            base = s + 1 + len(kw)
-            if tail.startswith("="):
-                name = tail[1:]
-                ns = base + 1
-                if not gt:
-                    if at_end:
-                        continue  # `<function=sea` cut by the end: truncated
-                    if kind == PO and "=" in name:
-                        # <parameter=command=create</parameter> : value fused into the open tag
-                        k = name.index("=")
-                        tok.variant, tok.raw_name = "fused", name
-                        tok.name, tok.ns, tok.ne = name[:k], ns, ns + k
-                        tok.end = ns + k + 1
-                        toks.append(tok)
-                        continue
-                    tok.variant = "missing_gt"
-                am = _NAME_ATTRS.fullmatch(name)
-                if am and gt:
-                    tok.variant, tok.attr = "stray_attr", am.group(2)
-                    name = am.group(1)
-                tok.name, tok.ns, tok.ne = name, ns, ns + len(name)
-            elif (am2 := _ATTR_NAME.match(tail)) is not None and gt:
-                tok.variant = "attr_syntax"
-                tok.name = am2.group(1)
-                tok.ns, tok.ne = base + am2.start(1), base + am2.end(1)
-            elif (sm := _SPACE_EQ.fullmatch(tail)) is not None and gt and tail[:1] in " \t":
-                tok.variant = "space"
-                tok.name = sm.group(1)
-                tok.ns, tok.ne = base + sm.start(1), base + sm.end(1)
-            else:
-                continue  # <function>, <parameters>, <function_calls>: not a call tag
-        toks.append(tok)
+        g = m.lastindex
+        if g <= 4:  # a canonical tag without a name
+            toks.append(Tok(_GROUP_KIND[g], s, e))
+            continue
+        if g <= 6:  # a canonical `<function=NAME>` / `<parameter=NAME>`
+            toks.append(Tok(_GROUP_KIND[g], s, e, None, m.group(g), m.start(g), e - 1))
+            continue
+        slash, ws, kw, tail, gt = m.group(7, 8, 9, 10, 11)
+        tok = _classify(s, e, slash, ws, kw, tail, gt, hi, rs)
+        if tok is not None:
+            toks.append(tok)
     return toks
+
+
+def _classify(s: int, e: int, slash: str, ws: str, kw: str, tail: str, gt: str, hi: int, rs: RuleSet) -> Tok | None:
+    """The token of a TAG_RE match (its groups; ``hi``: end of the scanned text), or None when it is no call tag
+    (``</parameters>``, ``<function>``, a tag cut by the end of the text that belongs to a truncated call)."""
+    kind = _KIND[(slash, kw)]
+    tok = Tok(kind, s, e)
+    at_end = e >= hi and not gt
+    if slash:
+        if tail == "":
+            if not gt:
+                if at_end and kind != CC:
+                    return None  # `</parameter` cut by the end of the text: part of a truncated call
+                tok.variant = "partial" if at_end else "missing_gt"
+        elif tail[0] in " \t":
+            if not gt:
+                return None
+            tok.variant, tok.attr = "stray_attr", tail
+        elif rs.close_tail_re.fullmatch(tail):
+            if not gt and at_end:
+                return None
+            tok.variant = "close_variant" if gt else "missing_gt"
+        else:
+            return None  # another tag: </function_calls>, </parameters>
+        if ws:
+            tok.variant = tok.variant or "space"
+    elif kind == CO:
+        if tail == "":
+            if not gt:
+                if at_end:
+                    return None
+                tok.variant = "missing_gt"
+        elif tail[0] in " \t":
+            if not gt:
+                return None
+            tok.variant, tok.attr = "stray_attr", tail
+        else:
+            return None  # <tool_calls>, <tool_call_begin>
+        if ws:
+            tok.variant = tok.variant or "space"
+    else:  # FO / PO
+        if ws:
+            return None
+        base = s + 1 + len(kw)
+        if tail.startswith("="):
+            name = tail[1:]
+            ns = base + 1
+            if not gt:
+                if at_end:
+                    return None  # `<function=sea` cut by the end: truncated
+                if kind == PO and "=" in name:
+                    # <parameter=command=create</parameter> : value fused into the open tag
+                    k = name.index("=")
+                    tok.variant, tok.raw_name = "fused", name
+                    tok.name, tok.ns, tok.ne = name[:k], ns, ns + k
+                    tok.end = ns + k + 1
+                    return tok
+                tok.variant = "missing_gt"
+            am = _NAME_ATTRS.fullmatch(name)
+            if am and gt:
+                tok.variant, tok.attr = "stray_attr", am.group(2)
+                name = am.group(1)
+            tok.name, tok.ns, tok.ne = name, ns, ns + len(name)
+        elif (am2 := _ATTR_NAME.match(tail)) is not None and gt:
+            tok.variant = "attr_syntax"
+            tok.name = am2.group(1)
+            tok.ns, tok.ne = base + am2.start(1), base + am2.end(1)
+        elif (sm := _SPACE_EQ.fullmatch(tail)) is not None and gt and tail[:1] in " \t":
+            tok.variant = "space"
+            tok.name = sm.group(1)
+            tok.ns, tok.ne = base + sm.start(1), base + sm.end(1)
+        else:
+            return None  # <function>, <parameters>, <function_calls>: not a call tag
+    return tok
+
+
+# -- issues (shared by the scanner and the reader of simple calls) --------------------------------------------
+
+
+def _tag_issue(d: CallDraft, text: str, t: Tok) -> None:
+    """Record on ``d`` the problem of a malformed tag spelling (and its edit)."""
+    v = t.variant
+    if v is None:
+        return
+    raw = text[t.start:t.end]
+    if v == "stray_attr":
+        canon = t.canonical()
+        d.add("stray_attribute", _STRAY_VARIANT[t.kind], t.start, t.end, tag=raw, attribute=t.attr.strip(),
+              canonical=canon, edits=[Edit(t.start, t.end, canon, f"removed `{t.attr.strip()}` from `{raw}`")])
+    elif v == "close_variant":
+        canon = t.canonical()
+        d.add("malformed_tag", "close_variant", t.start, t.end, tag=raw, format="qwen3_coder",
+              canonical_hint=f"the closing tag is `{canon}`",
+              edits=[Edit(t.start, t.end, canon, f"replaced `{raw}` by `{canon}`")])
+    elif v == "missing_gt":
+        canon = t.canonical()
+        variant = "close_missing_gt" if t.kind in (CC, FC, PC) else "open_missing_gt"
+        d.add("malformed_tag", variant, t.start, t.end, tag=raw, format="qwen3_coder",
+              canonical_hint=f"it should read `{canon}`",
+              edits=[Edit(t.end, t.end, ">", f"added the missing `>` to `{raw}`")])
+    elif v == "fused":
+        d.add("malformed_tag", "fused_parameter_open", t.start, t.end, tag=raw, raw_name=t.raw_name,
+              format="qwen3_coder", canonical_hint=f"the tag is `<parameter={t.name}>` followed by the value",
+              edits=[Edit(t.end - 1, t.end, ">", f"split `{raw}` into `<parameter={t.name}>` and its value")])
+    elif v == "partial":  # `</tool_call` cut by the end of the text
+        d.add("missing_call_close", "at_end", t.start, t.end, tag=raw,
+              edits=[Edit(t.end, t.end, ">", "completed `</tool_call>`")])
+    elif v in ("attr_syntax", "space"):
+        canon = t.canonical()
+        d.add("malformed_tag", "attribute_syntax" if v == "attr_syntax" else "space_in_tag", t.start, t.end,
+              tag=raw, format="qwen3_coder", canonical_hint=f"it should read `{canon}`",
+              edits=[Edit(t.start, t.end, canon, f"replaced `{raw}` by `{canon}`")])
+
+
+def _insertion(text: str, d: CallDraft, inserted_at: set[int], p: int, tag: str, what: str) -> Edit:
+    """The edit that inserts the closing ``tag`` at ``p`` (on a line of its own) into the call ``d``."""
+    prefix = "" if (p in inserted_at or text[p - 1:p] == "\n" or p == d.start) else "\n"
+    inserted_at.add(p)
+    return Edit(p, p, f"{prefix}{tag}\n", what)
+
+
+_UNCLOSED_PARAM = {"param": "parameter_before_parameter", "func_close": "parameter_before_function_close",
+                   "func": "parameter_before_function", "call_close": "parameter_at_call_close",
+                   "end": "parameter_at_end"}
+
+
+def _unclosed_parameter(d: CallDraft, text: str, ptok: Tok, end_at: int, follower: str,
+                        inserted_at: set[int]) -> None:
+    """Record on ``d`` that the parameter opened by ``ptok`` runs to ``end_at``, where ``follower`` comes."""
+    blocker = "the output ends inside the parameter" if follower == "end" else None
+    edits = [] if follower == "end" else [
+        _insertion(text, d, inserted_at, end_at, "</parameter>", f"closed `<parameter={ptok.name}>`")]
+    d.add("unclosed_tag", _UNCLOSED_PARAM[follower], ptok.start, ptok.end, tag=text[ptok.start:ptok.end],
+          closer="</parameter>", edits=edits, blocker=blocker)
+
+
+_UNCLOSED_FUNC = {"call_close": "function_at_call_close", "next_call": "function_at_call_close",
+                  "func": "function_before_function", "end": "function_at_end"}
+
+
+def _unclosed_function(d: CallDraft, text: str, fn: Tok, end_at: int, follower: str, inserted_at: set[int]) -> None:
+    """Record on ``d`` that the function opened by ``fn`` runs to ``end_at``, where ``follower`` comes."""
+    edits = [] if follower == "end" else [
+        _insertion(text, d, inserted_at, end_at, "</function>", f"closed `<function={fn.name}>`")]
+    d.add("unclosed_tag", _UNCLOSED_FUNC[follower], fn.start, fn.end, tag=text[fn.start:fn.end], closer="</function>",
+          edits=edits, blocker="the output ends inside the function" if follower == "end" else None)
+
+
+def _call_close_at_end(d: CallDraft, open_start: int, open_end: int, fe: int) -> None:
+    """Record on ``d`` that its ``<tool_call>`` is never closed: the call ends after ``</function>`` at ``fe``."""
+    d.add("missing_call_close", "at_end", open_start, open_end, tag="<tool_call>",
+          edits=[Edit(fe, fe, "\n</tool_call>", "added `</tool_call>`")])
+
+
+# -- simple calls: read with regexes ----------------------------------------------------------------------------
+
+#: a simple call as :func:`read_call` reads it: (start, end, name, name start, name end, parameters); a parameter
+#: is (name, name start, name end, value start, value end, value), the value without one leading and one
+#: trailing newline (as verl reads it)
+XmlShape = tuple[int, int, str, int, int, list[tuple[str, int, int, int, int, str]]]
+
+#: a `<` where TAG_RE matches (a tag the lexer may read)
+_TAG_AT = re.compile(r"<(?=/?[ \t]*(?:tool_call|function|parameter))")
+_SIMPLE_HEAD = re.compile(r"<tool_call>\s*<function=([^<>\n \t]{0,255})>")
+# a canonical parameter tag and its value: everything up to the next `<` where TAG_RE matches (possessive), and
+# the canonical closing tag if it comes there
+_SIMPLE_PARAM = re.compile(r"\s*<parameter=([^<>\n \t]{0,255})>((?:[^<]++|<(?!/?[ \t]*(?:tool_call|function|"
+                           r"parameter)))*+)(</parameter>)?")
+_CANONICAL_TAIL = re.compile(r"\s*</function>\s*</tool_call>")
+_SPACE = re.compile(r"\s*")
+
+
+def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, CallDraft | None] | None:
+    """The *simple* call at ``start`` (a ``<`` in ``text[:hi]``): its shape, and unless it is canonical, the
+    draft the scanner makes of it (with its issues; no spans). None: no simple call starts there.
+
+    Simple: it opens with canonical ``<tool_call>`` and ``<function=NAME>`` tags, each parameter with a canonical
+    ``<parameter=NAME>``; a closing tag may be misspelt (any spelling the lexer reads as one: a stray attribute,
+    ``</parameter1>``, a missing ``>``), a ``</parameter>`` may be missing before the next parameter, before
+    ``</function>`` or before ``</tool_call>``, ``</function>`` may be missing before ``</tool_call>``, and the call
+    may end without ``</tool_call>`` when no other tag follows it before ``hi``. Tags are separated by whitespace
+    only. Most malformed calls are simple; the state machine would walk one token by token to the same draft
+    (the same issues, built by the same functions), so reading it with a few regexes is only faster. The
+    canonical spellings are tested first, with ``str.startswith``: a canonical call costs no token and no draft.
+    """
+    head = _SIMPLE_HEAD.match(text, start, hi)
+    if head is None:
+        return None
+    ns, ne = head.span(1)
+    r = _Read(text, start)
+    params: list[tuple[str, int, int, int, int, str]] = []
+    pos = head.end()
+    nxt: Tok | None = None  # a closing tag that ends a value (whose `</parameter>` is missing)
+    while (pm := _SIMPLE_PARAM.match(text, pos, hi)) is not None:
+        pns, pne = pm.span(1)
+        vs, q = pne + 1, pm.end(2)
+        a, b = vs, q  # the value: one leading and one trailing newline removed
+        if text.startswith("\n", a, b):
+            a += 1
+        if b > a and text[b - 1] == "\n":
+            b -= 1
+        params.append((pm.group(1), pns, pne, a, b, text[a:b]))
+        if pm.start(3) >= 0:  # `</parameter>`
+            pos = pm.end()
+            continue
+        nxt = _tag_at(text, q, hi, rs)
+        if nxt is None or nxt.kind in (CO, FO) or (nxt.kind == PO and nxt.variant is not None):
+            return None
+        if nxt.kind == PC:
+            r.tag(nxt)
+            pos, nxt = nxt.end, None
+            continue
+        follower = "param" if nxt.kind == PO else "func_close" if nxt.kind == FC else "call_close"
+        ptok = Tok(PO, pns - 11, vs, None, pm.group(1), pns, pne)  # `<parameter=` is 11 characters
+        _unclosed_parameter(r.draft(), text, ptok, q, follower, r.inserted)
+        pos = q
+        if nxt.kind != PO:
+            break
+        nxt = None
+    if nxt is None:  # after the last parameter's closing tag (or the function tag): `</function>`, or `</tool_call>`
+        tail = _CANONICAL_TAIL.match(text, pos, hi)
+        if tail is not None:
+            end = tail.end()
+            if text[end:end + 1] == ">" and end < hi:
+                return None  # a stray `>` after `</tool_call>`
+            shape = (start, end, head.group(1), ns, ne, params)
+            if r.d is not None:
+                _fill_draft(r.d, shape)
+            return shape, r.d
+        p = _SPACE.match(text, pos, hi).end()
+        if text.startswith("</function>", p, hi):
+            end = p + 11
+        else:
+            nxt = _tag_at(text, p, hi, rs)
+            if nxt is None or nxt.kind not in (FC, CC):
+                return None
+    closed = True  # the call ends with its `</tool_call>` (in any spelling)
+    if nxt is not None and nxt.kind == CC:  # the function is never closed
+        fn = Tok(FO, ns - 10, head.end(), None, head.group(1), ns, ne)  # `<function=` is 10 characters
+        _unclosed_function(r.draft(), text, fn, nxt.start, "call_close", r.inserted)
+        r.tag(nxt)
+        end = nxt.end
+    else:
+        if nxt is not None:  # a misspelt `</function>`
+            r.tag(nxt)
+            end = nxt.end
+        p = _SPACE.match(text, end, hi).end()
+        if text.startswith("</tool_call>", p, hi):
+            end = p + 12
+        elif text.startswith("<", p, hi):
+            cc = _tag_at(text, p, hi, rs)
+            if cc is None or cc.kind != CC:
+                return None
+            r.tag(cc)
+            end = cc.end
+        elif _TAG_AT.search(text, end, hi) is None:  # no `</tool_call>`, and no other tag after the call
+            _call_close_at_end(r.draft(), start, start + 11, end)  # `<tool_call>` is 11 characters
+            closed = False
+        else:
+            return None
+    if closed and text[end:end + 1] == ">" and end < hi:
+        return None  # a stray `>` after `</tool_call>`
+    shape = (start, end, head.group(1), ns, ne, params)
+    if r.d is not None:
+        _fill_draft(r.d, shape)
+    return shape, r.d
+
+
+class _Read:
+    """The draft of a simple call being read, created with its first issue."""
+
+    __slots__ = ("text", "start", "d", "inserted")
+
+    def __init__(self, text: str, start: int) -> None:
+        self.text, self.start = text, start
+        self.d: CallDraft | None = None
+        self.inserted: set[int] = set()  # where closing tags are inserted (see `_insertion`)
+
+    def draft(self) -> CallDraft:
+        if self.d is None:
+            self.d = CallDraft("qwen3_coder", self.start, self.start)
+        return self.d
+
+    def tag(self, t: Tok) -> None:
+        """The issue of a misspelt tag (none for a canonical one)."""
+        if t.variant is not None:
+            _tag_issue(self.draft(), self.text, t)
+
+
+def _tag_at(text: str, p: int, hi: int, rs: RuleSet) -> Tok | None:
+    """The token the lexer reads at ``p`` (None: no call tag starts there)."""
+    m = TAG_RE.match(text, p, hi)
+    if m is None:
+        return None
+    slash, ws, kw, tail, gt = m.groups()
+    return _classify(p, m.end(), slash, ws, kw, tail, gt, hi, rs)
+
+
+def _fill_draft(d: CallDraft, shape: XmlShape) -> None:
+    """Give ``d`` the extent, name and parameters of ``shape`` (as the scanner records them)."""
+    start, d.end, d.name, d.name_start, d.name_end, params = shape
+    d.params = [ParamDraft(pn, pns, pne, raw, None, a, b) for pn, pns, pne, a, b, raw in params]
+
+
+def shape_draft(shape: XmlShape, spans: bool) -> CallDraft:
+    """The scanner's draft of the canonical call ``shape`` (no issue), with its spans when ``spans``."""
+    d = CallDraft("qwen3_coder", shape[0], shape[1])
+    _fill_draft(d, shape)
+    if spans:
+        shape_spans(d, shape)
+    return d
+
+
+def shape_content(shape: XmlShape) -> list[tuple[int, int, str]]:
+    """The content spans of a call, in order: its name, each parameter's name and value."""
+    content = [(shape[3], shape[4], "function_name")]
+    for _pn, pns, pne, a, b, _raw in shape[5]:
+        content += [(pns, pne, "param_name"), (a, b, "param_value")]
+    return content
+
+
+def shape_spans(d: CallDraft, shape: XmlShape) -> None:
+    """The spans the scanner gives the simple call ``shape``: its content, ``structural`` everything else."""
+    pos = shape[0]
+    for s, e, kind in shape_content(shape):
+        if s > pos:
+            d.span("structural", pos, s)
+        d.span(kind, s, e)
+        pos = max(pos, e)
+    if shape[1] > pos:
+        d.span("structural", pos, shape[1])
+
+
+def _read_simple(text: str, lo: int, hi: int, rs: RuleSet, spans: bool) -> list[CallDraft] | None:
+    """The drafts the scanner makes of ``text[lo:hi]`` when every call in it is simple (:func:`read_call`) and
+    no other tag occurs in it; None otherwise."""
+    calls: list[CallDraft] = []
+    pos = lo
+    while (m := _TAG_AT.search(text, pos, hi)) is not None:
+        r = read_call(text, m.start(), hi, rs)
+        if r is None:
+            return None
+        shape, d = r
+        if d is None:
+            calls.append(shape_draft(shape, spans))
+        else:
+            if spans:
+                shape_spans(d, shape)
+            calls.append(d)
+        pos = shape[1]
+    return calls
 
 
 @dataclass(slots=True)
@@ -167,12 +455,13 @@ class _Call:
     param: _Param | None = None
     pos: int = 0  # end of the last consumed token: the next gap starts here
     gaps: list[tuple[int, int, str]] = field(default_factory=list)
-    inserted_at: set[int] = field(default_factory=set)
+    inserted_at: set[int] | None = None  # where closing tags were inserted (created on the first insertion)
 
 
 class _Scanner:
-    def __init__(self, text: str, lo: int, hi: int, rs: RuleSet, toks: list[Tok]) -> None:
+    def __init__(self, text: str, lo: int, hi: int, rs: RuleSet, toks: list[Tok], spans: bool = True) -> None:
         self.text, self.lo, self.hi, self.rs, self.toks = text, lo, hi, rs, toks
+        self.spans = spans  # record the drafts' spans (False: the caller builds no tiling)
         self.calls: list[CallDraft] = []
         self.turn_issues: list[Issue] = []
         self.cur: _Call | None = None
@@ -181,39 +470,7 @@ class _Scanner:
     # -- helpers --------------------------------------------------------------------------------------
 
     def _tag_issue(self, c: _Call, t: Tok) -> None:
-        """Record the problem of a malformed tag spelling (and its edit)."""
-        v = t.variant
-        if v is None:
-            return
-        raw = self.text[t.start:t.end]
-        d = c.d
-        if v == "stray_attr":
-            canon = t.canonical()
-            d.add("stray_attribute", _STRAY_VARIANT[t.kind], t.start, t.end, tag=raw, attribute=t.attr.strip(),
-                  canonical=canon, edits=[Edit(t.start, t.end, canon, f"removed `{t.attr.strip()}` from `{raw}`")])
-        elif v == "close_variant":
-            canon = t.canonical()
-            d.add("malformed_tag", "close_variant", t.start, t.end, tag=raw, format="qwen3_coder",
-                  canonical_hint=f"the closing tag is `{canon}`",
-                  edits=[Edit(t.start, t.end, canon, f"replaced `{raw}` by `{canon}`")])
-        elif v == "missing_gt":
-            canon = t.canonical()
-            variant = "close_missing_gt" if t.kind in (CC, FC, PC) else "open_missing_gt"
-            d.add("malformed_tag", variant, t.start, t.end, tag=raw, format="qwen3_coder",
-                  canonical_hint=f"it should read `{canon}`",
-                  edits=[Edit(t.end, t.end, ">", f"added the missing `>` to `{raw}`")])
-        elif v == "fused":
-            d.add("malformed_tag", "fused_parameter_open", t.start, t.end, tag=raw, raw_name=t.raw_name,
-                  format="qwen3_coder", canonical_hint=f"the tag is `<parameter={t.name}>` followed by the value",
-                  edits=[Edit(t.end - 1, t.end, ">", f"split `{raw}` into `<parameter={t.name}>` and its value")])
-        elif v == "partial":  # `</tool_call` cut by the end of the text
-            d.add("missing_call_close", "at_end", t.start, t.end, tag=raw,
-                  edits=[Edit(t.end, t.end, ">", "completed `</tool_call>`")])
-        elif v in ("attr_syntax", "space"):
-            canon = t.canonical()
-            d.add("malformed_tag", "attribute_syntax" if v == "attr_syntax" else "space_in_tag", t.start, t.end,
-                  tag=raw, format="qwen3_coder", canonical_hint=f"it should read `{canon}`",
-                  edits=[Edit(t.start, t.end, canon, f"replaced `{raw}` by `{canon}`")])
+        _tag_issue(c.d, self.text, t)
 
     def _tag_spans(self, c: _Call, t: Tok) -> None:
         d = c.d
@@ -225,13 +482,13 @@ class _Scanner:
             d.span("structural", t.start, t.end)
 
     def _gap(self, c: _Call, upto: int, ctx: str) -> None:
-        if upto > c.pos:
-            c.gaps.append((c.pos, upto, ctx))
+        if upto > c.pos and (self.spans or not self.text[c.pos:upto].isspace()):
+            c.gaps.append((c.pos, upto, ctx))  # (a whitespace gap only gets a `structural` span: kept for spans)
 
     def _ins(self, c: _Call, p: int, tag: str, what: str) -> Edit:
-        prefix = "" if (p in c.inserted_at or self.text[p - 1:p] == "\n" or p == c.d.start) else "\n"
-        c.inserted_at.add(p)
-        return Edit(p, p, f"{prefix}{tag}\n", what)
+        if c.inserted_at is None:
+            c.inserted_at = set()
+        return _insertion(self.text, c.d, c.inserted_at, p, tag, what)
 
     def _new_call(self, t: Tok, bare: bool) -> _Call:
         d = CallDraft("qwen3_coder", t.start, t.end)
@@ -242,17 +499,23 @@ class _Scanner:
     # -- element transitions ---------------------------------------------------------------------------
 
     def _open_function(self, c: _Call, t: Tok) -> None:
-        self._gap(c, t.start, "call_head" if c.nfunc == 0 else "call_tail")
-        self._tag_issue(c, t)
-        self._tag_spans(c, t)
+        if t.start > c.pos:
+            self._gap(c, t.start, "call_head" if c.nfunc == 0 else "call_tail")
+        if t.variant is not None:
+            self._tag_issue(c, t)
+        if self.spans:
+            self._tag_spans(c, t)
         c.fn, c.nfunc, c.state, c.pos = t, c.nfunc + 1, "func", t.end
         if c.d.name is None and t.name is not None:
             c.d.name, c.d.name_start, c.d.name_end = t.name, t.ns, t.ne
 
     def _open_param(self, c: _Call, t: Tok) -> None:
-        self._gap(c, t.start, "func")
-        self._tag_issue(c, t)
-        self._tag_spans(c, t)
+        if t.start > c.pos:
+            self._gap(c, t.start, "func")
+        if t.variant is not None:
+            self._tag_issue(c, t)
+        if self.spans:
+            self._tag_spans(c, t)
         c.param, c.state, c.pos = _Param(t, t.end), "param", t.end
 
     def _close_param(self, c: _Call, end_at: int, close: Tok | None, follower: str) -> None:
@@ -261,29 +524,27 @@ class _Scanner:
         assert p is not None
         text = self.text
         vs, ve = p.vstart, end_at
-        raw = text[vs:ve]
         a, b = vs, ve
-        if raw.startswith("\n"):
+        if text.startswith("\n", vs, ve):
             a += 1
         if b > a and text[b - 1] == "\n":
             b -= 1
-        c.d.span("structural", vs, a)
-        c.d.span("param_value", a, b)
-        c.d.span("structural", b, ve)
+        if self.spans:
+            c.d.span("structural", vs, a)
+            c.d.span("param_value", a, b)
+            c.d.span("structural", b, ve)
         value = text[a:b] if b >= a else ""
         c.d.params.append(ParamDraft(p.tok.name or "", p.tok.ns, p.tok.ne, value, None, a, max(a, b)))
         if close is None:
-            variant = {"param": "parameter_before_parameter", "func_close": "parameter_before_function_close",
-                       "func": "parameter_before_function", "call_close": "parameter_at_call_close",
-                       "end": "parameter_at_end"}[follower]
-            blocker = "the output ends inside the parameter" if follower == "end" else None
-            edits = [] if follower == "end" else [self._ins(c, end_at, "</parameter>", f"closed `<parameter={p.tok.name}>`")]
-            c.d.add("unclosed_tag", variant, p.tok.start, p.tok.end, tag=text[p.tok.start:p.tok.end],
-                    closer="</parameter>", edits=edits, blocker=blocker)
+            if c.inserted_at is None:
+                c.inserted_at = set()
+            _unclosed_parameter(c.d, text, p.tok, end_at, follower, c.inserted_at)
             c.pos = end_at
         else:
-            self._tag_issue(c, close)
-            self._tag_spans(c, close)
+            if close.variant is not None:
+                self._tag_issue(c, close)
+            if self.spans:
+                self._tag_spans(c, close)
             c.pos = close.end
         c.param = None
         c.state = "func"
@@ -294,15 +555,15 @@ class _Scanner:
             self._close_param(c, end_at, None, {"next_call": "call_close"}.get(follower, follower))
         self._gap(c, end_at, "func")
         if close is None and fn is not None:
-            variant = {"call_close": "function_at_call_close", "next_call": "function_at_call_close",
-                       "func": "function_before_function", "end": "function_at_end"}[follower]
-            edits = [] if follower == "end" else [self._ins(c, end_at, "</function>", f"closed `<function={fn.name}>`")]
-            c.d.add("unclosed_tag", variant, fn.start, fn.end, tag=self.text[fn.start:fn.end], closer="</function>",
-                    edits=edits, blocker="the output ends inside the function" if follower == "end" else None)
+            if c.inserted_at is None:
+                c.inserted_at = set()
+            _unclosed_function(c.d, self.text, fn, end_at, follower, c.inserted_at)
             c.pos = max(c.pos, end_at)
         elif close is not None:
-            self._tag_issue(c, close)
-            self._tag_spans(c, close)
+            if close.variant is not None:
+                self._tag_issue(c, close)
+            if self.spans:
+                self._tag_spans(c, close)
             c.pos = close.end
             c.fn_close_end = close.end
         c.state = "call"
@@ -313,7 +574,8 @@ class _Scanner:
         text = self.text
         self._gap(c, close.start if close is not None else end, "call_tail" if c.nfunc else "call_head")
         if close is not None:
-            self._tag_issue(c, close)
+            if close.variant is not None:
+                self._tag_issue(c, close)
             d.span("structural", close.start, close.end)
             end = close.end
             if text[end:end + 1] == ">" and end < self.hi:
@@ -324,14 +586,16 @@ class _Scanner:
                 end += 1
         d.end = max(end, d.start)
         if c.open_tok is not None:
-            self._tag_issue(c, c.open_tok)
+            if c.open_tok.variant is not None:
+                self._tag_issue(c, c.open_tok)
             d.span("structural", c.open_tok.start, c.open_tok.end)
         if c.nfunc == 0 and not d.params:
             self._body_without_function(c, close)
-        else:
+        elif c.gaps:
             self._analyse_gaps(c, truncated=close is None and end >= self.hi and any(
                 i.category == "truncated_call" for i in d.issues))
-        d.spans.sort(key=lambda x: x[1])
+        if self.spans:
+            d.spans.sort(key=_span_start)
         self.calls.append(d)
         self.cur = None
 
@@ -351,21 +615,22 @@ class _Scanner:
             d.span("structural", bs, be)
             return
         lead = bs + (len(body) - len(body.lstrip()))
-        for fam, pat in self.rs.body_patterns:
-            m = pat.match(stripped)
-            if m and not stripped.startswith("{"):
-                d.fmt, d.family, d.name = "foreign", fam, m.group(1)
-                d.name_start, d.name_end = lead + m.start(1), lead + m.end(1)
-                d.add("foreign_format", "body", lead, bs + len(body.rstrip()), family=fam, expected="qwen3_coder",
-                      blocker=f"the arguments of a {fam} call cannot be mapped reliably")
-                d.span("structural", bs, d.name_start)
-                d.span("function_name", d.name_start, d.name_end)
-                d.span("text", d.name_end, be)
-                return
+        if not stripped.startswith("{"):  # (a body that opens a JSON object is never read as another family's)
+            for fam, pat in self.rs.body_patterns:
+                m = pat.match(stripped)
+                if m:
+                    d.fmt, d.family, d.name = "foreign", fam, m.group(1)
+                    d.name_start, d.name_end = lead + m.start(1), lead + m.end(1)
+                    d.add("foreign_format", "body", lead, bs + len(body.rstrip()), family=fam,
+                          expected="qwen3_coder", blocker=f"the arguments of a {fam} call cannot be mapped reliably")
+                    d.span("structural", bs, d.name_start)
+                    d.span("function_name", d.name_start, d.name_end)
+                    d.span("text", d.name_end, be)
+                    return
         brace = stripped.find("{")
         if 0 <= brace <= 40 and ('"name' in stripped or '"function' in stripped):
             d.fmt = "hermes"
-            fill_json_call(d, text, bs, be, self.rs, at_end=at_end)
+            fill_json_call(d, text, bs, be, self.rs, at_end=at_end, spans=self.spans)
             d.add("format_mismatch", "json_in_xml_call", lead, bs + len(body.rstrip()),
                   found="a JSON (hermes) call", expected="qwen3_coder")
             d.rerender = True
@@ -387,12 +652,14 @@ class _Scanner:
             seg = text[gs:ge]
             core = seg.strip()
             if not core:
-                d.span("structural", gs, ge)
+                if self.spans:
+                    d.span("structural", gs, ge)
                 continue
             cs = gs + (len(seg) - len(seg.lstrip()))
             ce = gs + len(seg.rstrip())
-            d.span("structural", gs, cs)
-            d.span("structural", ce, ge)
+            if self.spans:
+                d.span("structural", gs, cs)
+                d.span("structural", ce, ge)
             if ctx == "func" and core.startswith("{") and not d.params and d.json_args is MISSING:
                 dec = decode_body(text[cs:ce], rs)
                 if isinstance(dec.obj, dict) and not dec.found:
@@ -615,9 +882,8 @@ class _Scanner:
                 self._finish(c, end, None)
             else:
                 fe = c.fn_close_end if c.fn_close_end >= 0 else c.pos
-                c.d.add("missing_call_close", "at_end", c.open_tok.start if c.open_tok else c.d.start,
-                        c.open_tok.end if c.open_tok else c.d.start, tag="<tool_call>",
-                        edits=[Edit(fe, fe, "\n</tool_call>", "added `</tool_call>`")])
+                _call_close_at_end(c.d, c.open_tok.start if c.open_tok else c.d.start,
+                                   c.open_tok.end if c.open_tok else c.d.start, fe)
                 c.pos = fe
                 self._finish(c, fe, None)
         self._flush_pending()
@@ -660,6 +926,10 @@ class _Scanner:
         nc.bare = False  # its </tool_call> is the shared one
 
 
+def _span_start(span: tuple[str, int, int]) -> int:
+    return span[1]
+
+
 def _only_description_tags(core: str, tags: tuple[str, ...]) -> bool:
     if not tags:
         return False
@@ -672,12 +942,16 @@ class Qwen3CoderFormat(ToolFormat):
 
     name = "qwen3_coder"
 
-    def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet,
-                   excluded: list[tuple[int, int]]) -> tuple[list[CallDraft], list[Issue]]:
+    def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
+                   spans: bool = True) -> tuple[list[CallDraft], list[Issue]]:
+        if not excluded:
+            simple = _read_simple(text, lo, hi, rs, spans)
+            if simple is not None:
+                return simple, []
         toks = _lex(text, lo, hi, rs, excluded)
         if not toks:
             return [], []
-        return _Scanner(text, lo, hi, rs, toks).run()
+        return _Scanner(text, lo, hi, rs, toks, spans).run()
 
     def render(self, name: str, arguments: dict[str, Any]) -> str:
         import json

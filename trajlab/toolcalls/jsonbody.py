@@ -108,13 +108,19 @@ def walk(text: str, start: int, end: int) -> list[Member]:
 
 
 _WS = re.compile(r"[ \t\n\r]*")
+_JSON_SPACE = " \t\n\r"  # (a one-character string is `in` it only when it is one of these)
 _SCAN = json.JSONDecoder().scan_once
 
 
 def _object_members(text: str, i: int, depth: int, parent: str | None, out: list[Member]) -> int:
-    """Members of the JSON object at ``text[i] == '{'`` (valid JSON only), via the C scanner; returns its end."""
+    """Members of the JSON object at ``text[i] == '{'`` (valid JSON only), via the C scanner; returns its end.
+
+    (Whitespace is skipped with the regex only where there is some: ``text[i] in _JSON_SPACE`` is cheaper.)
+    """
     ws = _WS.match
-    i = ws(text, i + 1).end()
+    i += 1
+    if text[i] in _JSON_SPACE:
+        i = ws(text, i).end()
     if text[i] == "}":
         return i + 1
     while True:
@@ -122,18 +128,25 @@ def _object_members(text: str, i: int, depth: int, parent: str | None, out: list
             raise ValueError("key expected")
         key, j = _SCAN(text, i)
         ks, ke = i + 1, j - 1
-        j = ws(text, j).end()
+        if text[j] in _JSON_SPACE:
+            j = ws(text, j).end()
         if text[j] != ":":
             raise ValueError("colon expected")
-        vs = ws(text, j + 1).end()
+        vs = j + 1
+        if text[vs] in _JSON_SPACE:
+            vs = ws(text, vs).end()
         if depth == 1 and text[vs] == "{":
             ve = _object_members(text, vs, 2, key, out)
         else:
             _val, ve = _SCAN(text, vs)
         out.append(Member(depth, parent, key, ks, ke, vs, ve, text[vs] == '"'))
-        k = ws(text, ve).end()
+        k = ve
+        if text[k] in _JSON_SPACE:
+            k = ws(text, k).end()
         if text[k] == ",":
-            i = ws(text, k + 1).end()
+            i = k + 1
+            if text[i] in _JSON_SPACE:
+                i = ws(text, i).end()
             continue
         if text[k] == "}":
             return k + 1
@@ -422,8 +435,10 @@ def shape(obj: Any, rs: RuleSet, body_len: int) -> Shape:
 # -- building a draft -----------------------------------------------------------------------------------
 
 
-def fill_json_call(d: CallDraft, text: str, bs: int, be: int, rs: RuleSet, *, at_end: bool = False) -> Decoded:
-    """Decode ``text[bs:be]`` into the draft ``d``: name, arguments, issues and the spans of the body."""
+def fill_json_call(d: CallDraft, text: str, bs: int, be: int, rs: RuleSet, *, at_end: bool = False,
+                   spans: bool = True) -> Decoded:
+    """Decode ``text[bs:be]`` into the draft ``d``: name, arguments, issues and (with ``spans``) the spans of the
+    body."""
     body = text[bs:be]
     dec = decode_body(body, rs, at_end=at_end)
     for f in dec.found:
@@ -451,7 +466,8 @@ def fill_json_call(d: CallDraft, text: str, bs: int, be: int, rs: RuleSet, *, at
         nm = _NAME_GUESS.search(text, bs, be)
         if nm:
             d.name, d.name_start, d.name_end = nm.group(1), nm.start(1), nm.end(1)
-    json_spans(d, text, bs, be, members)
+    if spans:
+        json_spans(d, text, bs, be, members)
     return dec
 
 
@@ -468,9 +484,6 @@ def _json_params(d: CallDraft, members: list[Member], sh: Shape, text: str) -> N
     else:
         arg_members = [mb for mb in members if mb.depth == 1 and mb.key not in (sh.name_key, "id", "type")]
     located = {mb.key: mb for mb in arg_members}
-    counts: dict[str, int] = {}
-    for mb in arg_members:
-        counts[mb.key] = counts.get(mb.key, 0) + 1
     if len(located) == len(sh.arguments) and all(k in located for k in sh.arguments):
         for mb in arg_members:  # in written order, duplicates included
             d.params.append(ParamDraft(mb.key, mb.ks, mb.ke, None, sh.arguments.get(mb.key), mb.vs, mb.ve))
@@ -505,6 +518,7 @@ def json_spans(d: CallDraft, text: str, bs: int, be: int, members: list[Member])
         d.span("structural", pos, be)
 
 
+_DECODER = json.JSONDecoder()  # stateless between calls (its scanner clears its memo after each one)
 _NAME_GUESS = re.compile(r'"\s*(?:name|function)\s*"?\s*[:=]\s*"?([^",{}\s]+)"')
 _BARE = re.compile(r'\{\s*"(?:name|function)"\s*:')
 
@@ -512,7 +526,7 @@ _BARE = re.compile(r'\{\s*"(?:name|function)"\s*:')
 def find_bare_json(text: str, lo: int, hi: int, occupied: list[tuple[int, int]], rs: RuleSet) -> list[CallDraft]:
     """JSON call objects written outside any ``<tool_call>`` (``{"name": ..., "arguments": ...}``)."""
     out: list[CallDraft] = []
-    dec = json.JSONDecoder()
+    dec = _DECODER
     claimed = Ranges(occupied)
     pos = lo
     while True:

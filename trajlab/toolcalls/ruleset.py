@@ -171,6 +171,8 @@ class RuleSet:
         self.has_text_rules = any(
             set(r.applies_to) & {"text", "turn"} for r in self.regex_rules
         )
+        # (category, variant, format) -> what `describe` needs besides the finding's parameters
+        self._described: dict[tuple[str, str, str], tuple[str, Any, Any, str, str]] = {}
 
     # -- severities and messages ------------------------------------------------------------------------
 
@@ -202,6 +204,39 @@ class RuleSet:
             except (KeyError, IndexError, ValueError, AttributeError):
                 pass
         return msg
+
+    def describe(self, category: str, variant: str, fmt: str, params: dict[str, Any]) -> tuple[str, str, str]:
+        """``(severity, message, rule id)`` of one finding: :meth:`severity`, :meth:`message` and
+        ``fmt/category/variant``, with the rule lookups cached per (category, variant, format)."""
+        key = (category, variant, fmt)
+        parts = self._described.get(key)
+        if parts is None:
+            parts = self._describe_parts(category, variant, fmt)
+            if len(self._described) < 4096:
+                self._described[key] = parts
+        sev, template, detail, fallback, rule_id = parts
+        if template is None:  # an unknown category: message() returns its name
+            return sev, category, rule_id
+        try:
+            msg = template.format_map(params)
+        except (KeyError, IndexError, ValueError, AttributeError):
+            msg = fallback
+        if detail:
+            try:
+                msg = f"{msg} {detail.format_map(params)}"
+            except (KeyError, IndexError, ValueError, AttributeError):
+                pass
+        return sev, msg, rule_id
+
+    def _describe_parts(self, category: str, variant: str, fmt: str) -> tuple[str, Any, Any, str, str]:
+        """What :meth:`message` looks up for (category, variant): template, detail, fallback (None: unknown)."""
+        sev = self.severity(category, variant, fmt)
+        rule_id = f"{fmt}/{category}/{variant}"
+        cat = self.categories.get(category)
+        if cat is None:
+            return sev, None, None, category, rule_id
+        var = cat.variants.get(variant or "", {}) or {}
+        return sev, var.get("explanation") or cat.explanation, var.get("detail"), cat.generic or cat.description, rule_id
 
     def has_literal(self, text: str, lo: int, hi: int) -> bool:
         """Whether ``text[lo:hi]`` holds any call literal (``<tool_call``, ``"name``, ...) that a scanner reads."""

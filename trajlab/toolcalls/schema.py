@@ -88,21 +88,118 @@ def verl_type(prop: Any) -> str:
     return "string"
 
 
+# The branch verl's conversion (and :func:`check_xml_value`) takes for a type string, in their order of tests:
+# string | int | num | bool | object | array | other. Cached per written type string (a schema has a handful).
+_KIND_OF: dict[str, str] = {}
+
+
+def _kind(ptype: str) -> str:
+    """The conversion branch of a stripped, lower-case type string (as :func:`verl_type` returns it)."""
+    if ptype in _STRING_TYPES:
+        return "string"
+    if ptype.startswith(_INT_PREFIXES):
+        return "int"
+    if ptype.startswith(("num", "float")):
+        return "num"
+    if ptype in _BOOL_TYPES:
+        return "bool"
+    if ptype == "object" or ptype.startswith("dict"):
+        return "object"
+    if ptype in ("array", "arr") or ptype.startswith("list"):
+        return "array"
+    return "other"
+
+
+def _type_kind(t: str) -> str:
+    """:func:`_kind` of a schema's ``type`` string as written (stripped and lower-cased here), cached."""
+    k = _KIND_OF.get(t)
+    if k is None:
+        k = _kind(t.strip().lower())
+        if len(_KIND_OF) < 4096:
+            _KIND_OF[t] = k
+    return k
+
+
+def _is_null(raw: str) -> bool:
+    """``raw.lower() == "null"`` without lower-casing long values (lower-casing never shortens a string)."""
+    return len(raw) <= 4 and raw.lower() == "null"
+
+
 def _plain_json(v: Any, depth: int = 0) -> bool:
-    """True when ``v`` holds only str / int / float / list / str-keyed dict (no true/false/null)."""
-    if isinstance(v, bool) or v is None or depth > 50:
+    """True when ``v`` holds only str / int / float / list / str-keyed dict (no true/false/null).
+
+    ``v`` is what ``json.loads`` returned, so its types are exactly the built-in ones (``type(x) is``).
+    """
+    if depth > 50:
         return False
-    if isinstance(v, (str, int, float)):
+    t = type(v)
+    if t is str or t is int or t is float:
         return True
-    if isinstance(v, (list, dict)):
-        for x in v if isinstance(v, list) else v.values():  # a loop, not all(genexpr): this runs per value
-            if not _plain_json(x, depth + 1):
-                return False
-        return True
-    return False
+    if t is list:
+        items: Any = v
+    elif t is dict:
+        items = v.values()
+    else:
+        return False  # bool, None
+    inline = depth < 50  # a scalar one level down is plain unless it lies past the depth limit
+    for x in items:
+        tx = type(x)
+        if inline and (tx is str or tx is int or tx is float):
+            continue
+        if not _plain_json(x, depth + 1):
+            return False
+    return True
+
+
+_MISS: Any = object()
+_JSON_WS = json.decoder.WHITESPACE.match
+_JSON_SCAN = json.JSONDecoder().scan_once  # the C scanner behind json.loads (same settings as its decoder)
+
+
+def _json_loads(raw: str) -> Any:
+    """``json.loads(raw)`` for a ``str``, without the Python layers around the C scanner (raises ValueError)."""
+    try:
+        v, end = _JSON_SCAN(raw, _JSON_WS(raw, 0).end())
+    except StopIteration:
+        raise ValueError("no JSON value") from None
+    if _JSON_WS(raw, end).end() != len(raw):
+        raise ValueError("extra data")
+    return v
+
+
+# Recent `_literal` results: the same value is converted again when a malformed call's repair is re-classified.
+# Only results that can be handed out without sharing mutable state are kept: immutable scalars, and lists of
+# str/int/float (handed out as copies). Bounded: cleared when full; long values are not kept.
+_LITERAL_MEMO: dict[str, Any] = {}
+_MEMO_SIZE = 256
+_MEMO_MAX_CHARS = 2048
+_IMMUTABLE = (str, int, float)
 
 
 def _literal(raw: str) -> Any:
+    """``ast.literal_eval(raw)``, or ``raw`` when it fails (what verl does); memoised, see ``_LITERAL_MEMO``."""
+    hit = _LITERAL_MEMO.get(raw, _MISS)
+    if hit is not _MISS:
+        return hit.copy() if type(hit) is list else hit
+    v = _literal_uncached(raw)
+    if len(raw) <= _MEMO_MAX_CHARS:
+        tv = type(v)
+        if tv in _IMMUTABLE or v is None or tv is bool:
+            keep = v
+        elif tv is list:
+            for x in v:
+                if type(x) not in _IMMUTABLE:
+                    return v  # a nested value: not kept
+            keep = v.copy()  # the caller owns `v`
+        else:
+            return v
+        if len(_LITERAL_MEMO) >= _MEMO_SIZE:
+            _LITERAL_MEMO.clear()
+        _LITERAL_MEMO[raw] = keep
+    return v
+
+
+def _literal_uncached(raw: str) -> Any:
     """``ast.literal_eval(raw)``, or ``raw`` when it fails (what verl does).
 
     Fast path: a JSON text without backslashes and without true/false/null evaluates to the same value in
@@ -110,7 +207,7 @@ def _literal(raw: str) -> Any:
     """
     if "\\" not in raw and raw[:1] in "[{-0123456789":
         try:
-            v = json.loads(raw)
+            v = _json_loads(raw)
         except Exception:
             v = None
         if v is not None and _plain_json(v):
@@ -123,27 +220,33 @@ def _literal(raw: str) -> Any:
 
 def verl_convert(raw: str, name: str, properties: dict[str, Any]) -> Any:
     """Convert one raw XML parameter value exactly like verl's ``qwen3_coder`` parser."""
-    if raw.lower() == "null":
+    if _is_null(raw):
         return None
     if name not in properties:
         return raw
-    ptype = verl_type(properties[name])
-    if ptype in _STRING_TYPES:
+    prop = properties[name]
+    if not isinstance(prop, dict) or "type" not in prop:
+        return raw  # verl_type: "string"
+    t = prop["type"]
+    kind = _type_kind(t) if isinstance(t, str) else _kind(str(t).strip().lower())
+    if kind == "array" or kind == "other":
+        return _literal(raw)
+    if kind == "string":
         return raw
-    if ptype.startswith(_INT_PREFIXES):
+    if kind == "int":
         try:
             return int(raw)
         except Exception:
             return raw
-    if ptype.startswith(("num", "float")):
+    if kind == "num":
         try:
             f = float(raw)
             return f if f - int(f) != 0 else int(f)
         except Exception:
             return raw
-    if ptype in _BOOL_TYPES:
+    if kind == "bool":
         return raw.lower() == "true"
-    if ptype == "object" or ptype.startswith("dict"):
+    if kind == "object":
         try:
             return json.loads(raw)
         except Exception:
@@ -182,43 +285,14 @@ def check_xml_value(raw: str, prop: Any, converted: Any = _UNSET) -> TypeCheck:
     if not isinstance(prop, dict):
         return _OK
     t = prop.get("type")
-    if raw.lower() == "null":
-        if isinstance(t, str) and t.strip().lower() in _STRING_TYPES:
+    if _is_null(raw):
+        if isinstance(t, str) and _type_kind(t) == "string":
             return TypeCheck(True, "null_string", "string", None, divergence=True)
         return _OK
     if not isinstance(t, str):
         return _OK
-    ptype = t.strip().lower()
-    if ptype in _STRING_TYPES:
-        return _enum_check(raw, prop) or _OK
-    if ptype.startswith(_INT_PREFIXES):
-        try:
-            v = int(raw)
-        except Exception:
-            return TypeCheck(False, "integer", "an integer", raw)
-        return _enum_check(v, prop) or _OK
-    if ptype.startswith(("num", "float")):
-        try:
-            float(raw)
-        except Exception:
-            return TypeCheck(False, "number", "a number", raw)
-        return _OK
-    if ptype in _BOOL_TYPES:
-        if raw.lower() in ("true", "false"):
-            return _OK
-        return TypeCheck(False, "boolean", "true or false", raw.lower() == "true")
-    if ptype == "object" or ptype.startswith("dict"):
-        try:
-            v = json.loads(raw)
-        except Exception:
-            v = _literal(raw)
-            if isinstance(v, dict):
-                return _OK
-            return TypeCheck(False, "object", "a JSON object", v)
-        if isinstance(v, dict):
-            return _OK
-        return TypeCheck(False, "object", "a JSON object", v)
-    if ptype in ("array", "arr") or ptype.startswith("list"):
+    kind = _type_kind(t)
+    if kind == "array":
         v = converted if converted is not _UNSET else _literal(raw)
         if isinstance(v, list):
             return _OK
@@ -229,6 +303,35 @@ def check_xml_value(raw: str, prop: Any, converted: Any = _UNSET) -> TypeCheck:
         if isinstance(j, list):
             return TypeCheck(True, "literal_eval", "JSON array", v, divergence=True)
         return TypeCheck(False, "array", "a JSON array", v)
+    if kind == "string":
+        return _enum_check(raw, prop) or _OK
+    if kind == "int":
+        try:
+            v = int(raw)
+        except Exception:
+            return TypeCheck(False, "integer", "an integer", raw)
+        return _enum_check(v, prop) or _OK
+    if kind == "num":
+        try:
+            float(raw)
+        except Exception:
+            return TypeCheck(False, "number", "a number", raw)
+        return _OK
+    if kind == "bool":
+        if raw.lower() in ("true", "false"):
+            return _OK
+        return TypeCheck(False, "boolean", "true or false", raw.lower() == "true")
+    if kind == "object":
+        try:
+            v = json.loads(raw)
+        except Exception:
+            v = _literal(raw)
+            if isinstance(v, dict):
+                return _OK
+            return TypeCheck(False, "object", "a JSON object", v)
+        if isinstance(v, dict):
+            return _OK
+        return TypeCheck(False, "object", "a JSON object", v)
     return _OK
 
 
