@@ -68,20 +68,14 @@ def check(turns: list[tuple[str, str, list[dict[str, Any]] | None]], forbids: bo
     return len(accepted), clean
 
 
+@pytest.mark.parametrize("fmt", ["qwen3_coder", "hermes"])
 @SETTINGS
-@given(st.lists(turn("qwen3_coder", canonical=True), min_size=1, max_size=12),
-       st.lists(turn("qwen3_coder", canonical=False), max_size=8),
-       st.lists(mutated_turn("qwen3_coder"), max_size=8))
-def test_generated_xml_turns(good: list[str], bad: list[str], damaged: list[str]) -> None:
-    check([(t, "qwen3_coder", TOOLS) for t in good + bad + damaged])
-
-
-@SETTINGS
-@given(st.lists(turn("hermes", canonical=True), min_size=1, max_size=12),
-       st.lists(turn("hermes", canonical=False), max_size=8),
-       st.lists(mutated_turn("hermes"), max_size=8))
-def test_generated_hermes_turns(good: list[str], bad: list[str], damaged: list[str]) -> None:
-    check([(t, "hermes", TOOLS) for t in good + bad + damaged])
+@given(data=st.data())
+def test_generated_turns(fmt: str, data: st.DataObject) -> None:
+    good = data.draw(st.lists(turn(fmt, canonical=True), min_size=1, max_size=12))
+    bad = data.draw(st.lists(turn(fmt, canonical=False), max_size=8))
+    damaged = data.draw(st.lists(mutated_turn(fmt), max_size=8))
+    check([(t, fmt, TOOLS) for t in good + bad + damaged])
 
 
 @SETTINGS

@@ -30,6 +30,7 @@ import polars as pl
 
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex, verl_type
+from trajlab.toolcalls.schema import _kind as verl_kind  # the conversion branch verl takes for a type
 
 _NAME = r"[A-Za-z0-9_.\-]{1,64}"
 _WS = r"[ \t\r\n]*"
@@ -58,8 +59,6 @@ _KIND_RE = {
     "bool": r"^(?:true|false)$",
     "array": rf"^{_ARR}$",
 }
-_STRING_TYPES = ("string", "str", "text", "varchar", "char", "enum")
-_INT_PREFIXES = ("int", "uint", "long", "short", "unsigned")
 _JSON_KINDS = {"string": "string", "integer": "int", "number": "numint", "boolean": "bool", "array": "array"}
 
 
@@ -82,24 +81,15 @@ def available(rs: RuleSet, rules_dirs: tuple[str, ...]) -> bool:
     return not rules_dirs and not rs.regex_rules and not rs.foreign_untriggered
 
 
+#: verl's conversion branch (``schema._kind``) -> the recogniser's value kind (None: not covered)
+_XML_KINDS = {"string": "string", "int": "int", "num": "numint", "bool": "bool", "array": "array"}
+
+
 def _xml_kind(prop: Any) -> str | None:
     """How verl converts an XML value of this property, when the recogniser covers it (else None)."""
-    if isinstance(prop, dict) and "enum" in prop:
+    if isinstance(prop, dict) and ("enum" in prop or "type" in prop and not isinstance(prop["type"], str)):
         return None
-    if isinstance(prop, dict) and "type" in prop and not isinstance(prop["type"], str):
-        return None
-    t = verl_type(prop)
-    if t in _STRING_TYPES:
-        return "string"
-    if t.startswith(_INT_PREFIXES):
-        return "int"
-    if t.startswith(("num", "float")):
-        return "numint"
-    if t in ("boolean", "bool", "binary"):
-        return "bool"
-    if t in ("array", "arr") or t.startswith("list"):
-        return "array"
-    return None
+    return _XML_KINDS.get(verl_kind(verl_type(prop)))
 
 
 def _json_kind(prop: Any) -> str | None:
