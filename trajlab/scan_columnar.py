@@ -1,12 +1,12 @@
-"""Columnar scan of one verl JSONL byte range: the same part tables as the record loop, from whole columns.
+"""Columnar scan of verl JSONL byte ranges: the same part tables as the record loop, from whole columns.
 
-``scan``'s workers call :func:`process_range` first for every verl dump range. It reads the range with
-``polars.read_ndjson`` (:mod:`trajlab.ingest.verl_columnar`), splits every output into turns with one regex
+``scan``'s workers call :func:`process_segments` first for the verl dump ranges of a unit of work. It reads
+them with one ``polars.read_ndjson`` call (:mod:`trajlab.ingest.verl_columnar`), splits every output into turns with one regex
 pass (:func:`trajlab.ingest.turns.split_turns_frame`) and lets :mod:`trajlab.toolcalls.vectorized` recognise
 the canonical, well-formed turns; only the rest -- malformed calls, unusual markup -- goes through the
 per-turn classifier, and only records the columnar split cannot vouch for go through the record path of
 :mod:`trajlab.scan`. The tables it returns are identical, row for row and byte for byte, to what the record
-loop writes for the same range (``tests/test_scan_columnar.py``). When the range is not clean (a bad line, a
+loop writes for the same ranges (``tests/test_scan_columnar.py``). When a range is not clean (a bad line, a
 missing field, mixed JSON types, ...) it returns ``None`` and the record loop reports each problem.
 """
 
