@@ -2,8 +2,13 @@
 
 Pipeline of :func:`analyze_turn` (never raises):
 
-1. fast paths: a few ``str.find`` calls; a turn with no call markup returns a single ``text`` span; a turn
-   whose calls are all canonical and well-formed is recognised by :mod:`.fastpath` and returned directly;
+1. fast paths: a few ``str.find`` calls; a turn with no markup returns a single ``text`` span, a turn whose
+   only markup is think tags (or an invented tag) skips the call search (steps 2-5 would find nothing); a turn
+   whose calls are all canonical and well-formed is recognised by :mod:`.fastpath` and returned directly (with
+   its ``text_after_call`` finding, the only one such a turn can have); a qwen3_coder turn whose calls are all
+   *simple* (canonical in form, or with misspelt or missing closing tags: see
+   :func:`.format_qwen3_coder.read_call`) gets from :mod:`.fastpath` the drafts the scanner would make, and
+   step 2 is skipped;
 2. ``<think>`` regions are cut out; each segment is scanned for foreign markup, then by the turn's format
    module (``format_<name>.py``), then for bare JSON calls;
 3. turn-level facts are attached (call inside ``<think>``, text after the last call);
@@ -22,7 +27,7 @@ from typing import Any
 
 from trajlab.model import Finding, ParsedCall, Span, TurnAnalysis, TurnContext
 from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, Issue, parsed_call, snip
-from trajlab.toolcalls.fastpath import read_turn, single_call
+from trajlab.toolcalls.fastpath import FastTurn, read_turn, single_call
 from trajlab.toolcalls.format_foreign import find_foreign
 from trajlab.toolcalls.formats import FORMATS
 from trajlab.toolcalls.jsonbody import find_bare_json
@@ -30,7 +35,8 @@ from trajlab.toolcalls.names import match_name
 from trajlab.toolcalls.ruleset import RuleSet, get_ruleset
 from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, tool_index, verl_convert
 
-#: take :mod:`.fastpath` for canonical, well-formed turns (tests switch it off to compare with the full pipeline)
+#: take the fast paths: :mod:`.fastpath` for turns whose calls are canonical or simple, and the format scanners'
+#: regex readers (tests switch it off to compare with the full pipeline: the token state machines)
 FAST_PATH = True
 _PLACEMENT = ("text_after_call", "call_inside_think")
 _SPECIAL_TOKENS = re.compile(r"<\|(?:im_end|endoftext|eot_id|end|im_start)\|>")
@@ -85,7 +91,11 @@ def analyze_turn(
         ta = _safe(text, tool_format, tools, context, rs, with_spans=spans)
         ta.findings.append(_internal(rs, 0, len(text), e))
         return ta
-    return _safe(text, tool_format, tools, context, rs, with_spans=spans)
+    try:  # (`_safe`, inlined: this runs for every turn)
+        return _analyze(text, tool_format, tools, context if isinstance(context, TurnContext) else TurnContext(),
+                        rs, repair=True, with_spans=spans)
+    except Exception as e:  # never raise on model text: report the turn unclassified
+        return _failed(text, e, rs)
 
 
 def _safe(text: str, tool_format: str, tools: Any, context: Any, rs: RuleSet, *,
@@ -138,22 +148,19 @@ def _markup(text: str, rs: RuleSet) -> int:
 def _think_regions(text: str) -> list[tuple[int, int, int, int, int, int]]:
     """(content_start, content_end, open_start, open_end, close_start, close_end); -1 for a missing tag."""
     out: list[tuple[int, int, int, int, int, int]] = []
-    fo = text.find("<think>")
-    fc = text.find("</think>")
-    pos = 0
-    if fc >= 0 and (fo < 0 or fc < fo):  # the generation prompt opened <think>: the turn starts inside it
-        out.append((0, fc, -1, -1, fc, fc + 8))
-        pos = fc + 8
-    while True:
-        o = text.find("<think>", pos)
-        if o < 0:
-            break
-        c = text.find("</think>", o + 7)
+    o = text.find("<think>")
+    c = text.find("</think>")  # (the tags cannot overlap: this is also the first close after `o`, if o < c)
+    if c >= 0 and (o < 0 or c < o):  # the generation prompt opened <think>: the turn starts inside it
+        out.append((0, c, -1, -1, c, c + 8))
+        c = text.find("</think>", o + 7) if o >= 0 else -1
+    while o >= 0:  # a block opened at `o`, closed at `c`
         if c < 0:
             out.append((o + 7, len(text), o, o + 7, -1, -1))
             break
         out.append((o + 7, c, o, o + 7, c, c + 8))
-        pos = c + 8
+        o = text.find("<think>", c + 8)
+        if o >= 0:
+            c = text.find("</think>", o + 7)
     return out
 
 
@@ -204,7 +211,7 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
         fast = read_turn(text, fmt, index, segments, rs, with_spans, trailing_text=True)
         if fast is not None and fast.calls is not None:
             # every call canonical and well-formed: at most text after the last one to report
-            findings = _after_canonical(text, fast.calls, think, ctx, fmt, tools, index, rs, repair)
+            findings = _after_canonical(text, fast, think, ctx, fmt, tools, index, rs, repair)
             return TurnAnalysis(fast.calls, findings,
                                 _tile(fast.spans + _think_spans(think), n) if with_spans else [])
     if fast is not None and fast.drafts is not None:
@@ -238,8 +245,13 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
     tiled = _tile(spans, n) if with_spans or rs.regex_rules else []
     if rs.regex_rules:
         findings += _user_rules(text, rs, tiled, calls, drafts, fmt_key)
-    findings.sort(key=lambda f: (f.start, f.end, f.category))
+    if len(findings) > 1:
+        findings.sort(key=_finding_key)
     return TurnAnalysis(calls, findings, tiled if with_spans else [])
+
+
+def _finding_key(f: Finding) -> tuple[int, int, str]:
+    return f.start, f.end, f.category
 
 
 def _scan(text: str, fmt: str, segments: list[tuple[int, int, bool]], has_foreign: bool, want_spans: bool,
@@ -253,7 +265,7 @@ def _scan(text: str, fmt: str, segments: list[tuple[int, int, bool]], has_foreig
         seg_drafts = find_foreign(text, lo, hi, rs) if has_foreign else []
         excluded = [(d.start, d.end) for d in seg_drafts]
         if fmt_mod is not None:
-            cds, tis = fmt_mod.find_calls(text, lo, hi, rs, excluded, spans=want_spans)
+            cds, tis = fmt_mod.find_calls(text, lo, hi, rs, excluded, spans=want_spans, fast=FAST_PATH)
             seg_drafts += cds
             if not in_think:
                 turn_issues += tis
@@ -302,16 +314,19 @@ def _turn_facts(text: str, drafts: list[CallDraft], think: list[tuple[int, int, 
             last.issues.append(tail_issue)
 
 
-def _after_canonical(text: str, calls: list[ParsedCall], think: list[tuple[int, int, int, int, int, int]],
+def _after_canonical(text: str, fast: FastTurn, think: list[tuple[int, int, int, int, int, int]],
                      ctx: TurnContext, fmt: str, tools: Any, index: ToolIndex | None, rs: RuleSet,
                      repair: bool) -> list[Finding]:
     """Findings of a turn whose calls :mod:`.fastpath` read as canonical, when text may follow the last call.
 
     The full pipeline finds the same calls with no issue of their own, so the only possible finding is
-    ``text_after_call`` on the last call (steps 3-5 below, for that one issue): ``calls[-1]`` is updated in place
-    with the status, categories and repair :func:`_finish` would give it.
+    ``text_after_call`` on the last call (steps 3-5 below, for that one issue): the last call is updated in place
+    with the status, categories and repair :func:`_finish` would give it. The repair is the call's own text
+    (the issue is only where it stands), which the fast path has just read as canonical and well-formed:
+    classified alone, it is the same one call, whose arguments are its values converted once more.
     """
-    last = calls[-1]
+    assert fast.calls is not None
+    last = fast.calls[-1]
     iss = _text_after(text, last.end, think, ctx)
     if iss is None:
         return []
@@ -322,8 +337,10 @@ def _after_canonical(text: str, calls: list[ParsedCall], think: list[tuple[int, 
             name = last.function_name  # exact (or, without a schema, a valid name): the name a repair keeps
             tool = index.get(name) if index is not None else None
             d = CallDraft(last.format, last.start, last.end, name, issues=[iss])
+            again = fast.arguments_again(last.call_index, index)
             last.repaired, last.repaired_arguments, last.repair_note = _repair(
-                d, [f], text, fmt, name, {}, tool.properties if tool is not None else {}, tools, index, rs)
+                d, [f], text, fmt, name, {}, tool.properties if tool is not None else {}, tools, index, rs,
+                recheck=None if again is MISSING else (1, again, []))
     return [f]
 
 
@@ -562,8 +579,11 @@ def _apply(text: str, start: int, end: int, edits: list[Edit]) -> str | None:
 
 
 def _repair(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: str | None, renames: dict[str, str],
-            props: dict[str, Any], tools: Any, index: ToolIndex | None,
-            rs: RuleSet) -> tuple[str | None, Any, str | None]:
+            props: dict[str, Any], tools: Any, index: ToolIndex | None, rs: RuleSet,
+            recheck: tuple[int, Any, list[str]] | None = None) -> tuple[str | None, Any, str | None]:
+    """The repair of a call with errors/warnings: (repaired text, its arguments, note), or (None, None, why not).
+
+    ``recheck`` is what :func:`_reclassify` would answer for the repaired text, when the caller knows it."""
     bad = [iss for iss, f in zip(d.issues, findings, strict=False) if f.severity in _BAD]
     blockers: list[str] = []
     placement_only = True  # every error/warning is about where the call is, not what it says
@@ -622,7 +642,7 @@ def _repair(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: st
                 else "drop the text after it")]
         else:
             what = [e.what for e in edits if e.what]
-    n_calls, arguments, left = _reclassify(repaired, target, tools, index, rs)
+    n_calls, arguments, left = recheck if recheck is not None else _reclassify(repaired, target, tools, index, rs)
     if n_calls != 1 or left:
         why = ", ".join(left) if left else f"{n_calls} calls"
         return None, None, f"no repair: the automatic fix still leaves {why}"

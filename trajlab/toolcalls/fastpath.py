@@ -1,4 +1,4 @@
-"""Fast path of the classifier: a turn whose calls are all canonical and well-formed.
+"""Fast path of the classifier: a turn whose calls are all canonical and well-formed (or, for qwen3_coder, simple).
 
 Almost every call of a healthy run is written exactly as the chat template renders it::
 
@@ -7,10 +7,11 @@ Almost every call of a healthy run is written exactly as the chat template rende
 
 For such a turn the full pipeline of :mod:`.analyze` (scanner state machine, drafts, issues, checks, repairs)
 ends with calls that have no finding at all. :func:`fast_calls` recognises the turn with regexes that read tags
-exactly as the format's lexer does (hermes: the lexer's own ``FRAME_RE``; qwen3_coder: ``TAG_RE``'s grammar,
-checked against it by the tests), checks the calls with the same schema functions
-(:func:`~.schema.verl_convert`, :func:`~.schema.check_xml_value`, :func:`~.schema.check_json_value`) and
-builds the same :class:`~trajlab.model.ParsedCall` records (and the same spans) directly.
+exactly as the format's lexer does (hermes: the lexer's own ``FRAME_RE``; qwen3_coder:
+:func:`.format_qwen3_coder.read_call`, whose grammar is ``TAG_RE``'s, checked against it by the tests), checks
+the calls with the same schema functions (:func:`~.schema.verl_convert`, :func:`~.schema.check_xml_value`,
+:func:`~.schema.check_json_value`) and builds the same :class:`~trajlab.model.ParsedCall` records (and the
+same spans) directly.
 
 It answers only when it is certain: every tag in the turn outside ``<think>`` is canonical and part of a
 complete call, gaps between tags inside a call are whitespace, no other call markup (no call literal in the
@@ -21,10 +22,13 @@ and nothing but whitespace follows the last call. Anything else returns ``None``
 Two cheap necessary conditions (the last ``<tool_call>`` is closed, the turn ends with ``</tool_call>``) are
 checked first, so most malformed turns are turned away before any call is parsed.
 
-With ``trailing_text=True`` the last condition is dropped: text *without call markup* after the last call
-is allowed and the caller reports it (``text_after_call`` is the only finding such a turn can have).
-The caller (:func:`.analyze._analyze`) also requires no foreign markup, no user regex rules and closed
-``<think>`` blocks.
+:func:`read_turn` is what :func:`.analyze._analyze` asks: with ``trailing_text=True`` text *without call
+markup* may follow the last call (the caller reports it: ``text_after_call`` is the only finding such a turn
+can have), and a qwen3_coder turn whose calls are all *simple* (canonical in form, or with misspelt or missing
+closing tags) but not all canonical and well-formed comes back as the drafts the format's scanner would make,
+issues included: the caller skips the scanner and goes on with the turn-level facts and the schema checks.
+:func:`single_call` reads a repair's text. The caller also requires no foreign markup, no user regex rules and
+closed ``<think>`` blocks.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trajlab.model import ParsedCall
-from trajlab.toolcalls.draft import CallDraft, ParamDraft, parsed_call
+from trajlab.toolcalls.draft import MISSING, CallDraft, ParamDraft, parsed_call
 from trajlab.toolcalls.format_hermes import FRAME_RE
 from trajlab.toolcalls.format_qwen3_coder import XmlShape, read_call, shape_content, shape_draft, shape_spans
 from trajlab.toolcalls.jsonbody import Member, json_spans, walk_valid
@@ -49,11 +53,20 @@ _NO_PROPS: dict[str, Any] = {}
 
 @dataclass(slots=True)
 class FastTurn:
-    """What :func:`read_turn` makes of a turn whose call markup is canonical in form."""
+    """What :func:`read_turn` makes of a turn whose calls are canonical, or (qwen3_coder) simple."""
 
     calls: list[ParsedCall] | None  # every call is also well-formed: the final calls (all ``ok``); else None
     spans: list[RawSpan]  # the spans of those calls (with ``with_spans``)
     drafts: list[CallDraft] | None  # otherwise (qwen3_coder): the drafts the format's scanner would make
+    reads: list[tuple[XmlShape, CallDraft | None]]  # qwen3_coder: what was read of each call
+
+    def arguments_again(self, ci: int, index: ToolIndex | None) -> Any:
+        """The arguments of the well-formed qwen3_coder call ``ci`` converted once more (a fresh object, as
+        classifying its text again would give them); MISSING for a hermes turn."""
+        if not self.reads:
+            return MISSING
+        shape = self.reads[ci][0]
+        return _xml_arguments(shape[2], shape[5], index)
 
 
 def fast_calls(text: str, fmt: str, index: ToolIndex | None, segments: list[Segment], rs: RuleSet,
@@ -138,7 +151,7 @@ def _read(text: str, fmt: str, index: ToolIndex | None, segments: list[Segment],
     if end < 0 or (not trailing_text and text[end:].strip()):
         return None
     if well_formed:
-        return FastTurn(calls, spans or [], None)
+        return FastTurn(calls, spans or [], None, reads)
     drafts = []
     for shape, d in reads:
         if d is None:
@@ -146,7 +159,7 @@ def _read(text: str, fmt: str, index: ToolIndex | None, segments: list[Segment],
         elif with_spans:
             shape_spans(d, shape)
         drafts.append(d)
-    return FastTurn(None, [], drafts)
+    return FastTurn(None, [], drafts, reads)
 
 
 def _ends_with_call(text: str) -> bool:

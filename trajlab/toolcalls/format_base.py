@@ -19,13 +19,16 @@ class ToolFormat:
     name: str = ""
 
     def find_calls(
-        self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]], spans: bool = True
+        self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]], spans: bool = True,
+        fast: bool = True,
     ) -> tuple[list[CallDraft], list[Issue]]:
         """Scan ``text[lo:hi]`` and return the calls found and the problems that belong to no call.
 
         ``excluded`` are ranges already claimed by another format's calls (foreign markup); the scanner
         ignores tags inside them. ``spans=False`` lets the scanner skip recording the drafts' spans (the caller
-        builds no tiling; everything else must be the same). Must never raise on arbitrary text.
+        builds no tiling; everything else must be the same). ``fast=False`` asks for the reference scanner where
+        a format has a faster reader for common shapes (the results are the same; tests compare the two). Must
+        never raise on arbitrary text.
         """
         raise NotImplementedError
 

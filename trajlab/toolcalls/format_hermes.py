@@ -61,9 +61,9 @@ def _lex(text: str, lo: int, hi: int, excluded: list[tuple[int, int]]) -> list[_
 
 class _Scanner:
     def __init__(self, text: str, lo: int, hi: int, rs: RuleSet, frames: list[_Frame],
-                 excluded: list[tuple[int, int]], spans: bool = True) -> None:
+                 excluded: list[tuple[int, int]], spans: bool = True, fast: bool = True) -> None:
         self.text, self.lo, self.hi, self.rs, self.frames, self.excluded = text, lo, hi, rs, frames, excluded
-        self.spans = spans  # passed on to the qwen3_coder scanner for XML written in a hermes block
+        self.spans, self.fast = spans, fast  # (for the qwen3_coder scanner of XML written in a hermes block)
         self.calls: list[CallDraft] = []
         self.turn_issues: list[Issue] = []
 
@@ -98,7 +98,8 @@ class _Scanner:
         if _XML_IN.search(body) and not body.lstrip().startswith("{"):
             from trajlab.toolcalls.format_qwen3_coder import Qwen3CoderFormat
 
-            sub, _ = Qwen3CoderFormat().find_calls(text, op.start, call_end, self.rs, self.excluded, self.spans)
+            sub, _ = Qwen3CoderFormat().find_calls(text, op.start, call_end, self.rs, self.excluded, self.spans,
+                                                   self.fast)
             for d in sub:
                 d.add("format_mismatch", "xml_in_json", d.start, d.end, found="an XML (qwen3_coder) call",
                       expected="hermes")
@@ -203,11 +204,11 @@ class HermesFormat(ToolFormat):
     name = "hermes"
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
-                   spans: bool = True) -> tuple[list[CallDraft], list[Issue]]:
+                   spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
         frames = _lex(text, lo, hi, excluded)
         if not frames:
             return [], []
-        return _Scanner(text, lo, hi, rs, frames, excluded, spans).run()
+        return _Scanner(text, lo, hi, rs, frames, excluded, spans, fast).run()
 
     def render(self, name: str, arguments: Any) -> str:
         args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)

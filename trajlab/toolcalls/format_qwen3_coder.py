@@ -10,6 +10,12 @@ attributes, ``</parameter/>``, ``</parameter1>``, a missing ``>``, a value fused
 state machine walks the *tokens* (never the characters) and builds one :class:`CallDraft` per call, recording
 every structural problem as an :class:`Issue` with the minimal :class:`Edit` that fixes it. Values are the
 raw text between the tags with one leading and one trailing newline removed, as verl does.
+
+Most calls, malformed ones included, are *simple*: canonical opening tags, closing tags that may be misspelt or
+missing, whitespace between tags. :func:`read_call` reads such a call with a few regexes (``str.startswith`` for
+the canonical spellings) and builds the draft the state machine would build, with the same issue-recording
+functions; :meth:`Qwen3CoderFormat.find_calls` takes it for a segment whose calls are all simple, and
+:mod:`.fastpath` for whole turns. The lexer tries the canonical spellings first too (``_LEX_RE``).
 """
 
 from __future__ import annotations
@@ -171,8 +177,9 @@ def _tag_issue(d: CallDraft, text: str, t: Tok) -> None:
     raw = text[t.start:t.end]
     if v == "stray_attr":
         canon = t.canonical()
-        d.add("stray_attribute", _STRAY_VARIANT[t.kind], t.start, t.end, tag=raw, attribute=t.attr.strip(),
-              canonical=canon, edits=[Edit(t.start, t.end, canon, f"removed `{t.attr.strip()}` from `{raw}`")])
+        attr = t.attr.strip()
+        d.add("stray_attribute", _STRAY_VARIANT[t.kind], t.start, t.end, tag=raw, attribute=attr, canonical=canon,
+              edits=[Edit(t.start, t.end, canon, f"removed `{attr}` from `{raw}`")])
     elif v == "close_variant":
         canon = t.canonical()
         d.add("malformed_tag", "close_variant", t.start, t.end, tag=raw, format="qwen3_coder",
@@ -273,7 +280,7 @@ def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, Ca
     if head is None:
         return None
     ns, ne = head.span(1)
-    r = _Read(text, start)
+    r: _Read | None = None  # the draft, made with the first issue (a canonical call has none)
     params: list[tuple[str, int, int, int, int, str]] = []
     pos = head.end()
     nxt: Tok | None = None  # a closing tag that ends a value (whose `</parameter>` is missing)
@@ -293,12 +300,13 @@ def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, Ca
         if nxt is None or nxt.kind in (CO, FO) or (nxt.kind == PO and nxt.variant is not None):
             return None
         if nxt.kind == PC:
-            r.tag(nxt)
+            r = _tag_read(r, text, start, nxt)
             pos, nxt = nxt.end, None
             continue
         follower = "param" if nxt.kind == PO else "func_close" if nxt.kind == FC else "call_close"
         ptok = Tok(PO, pns - 11, vs, None, pm.group(1), pns, pne)  # `<parameter=` is 11 characters
-        _unclosed_parameter(r.draft(), text, ptok, q, follower, r.inserted)
+        r = r or _Read(start)
+        _unclosed_parameter(r.d, text, ptok, q, follower, r.inserted)
         pos = q
         if nxt.kind != PO:
             break
@@ -310,8 +318,9 @@ def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, Ca
             if text[end:end + 1] == ">" and end < hi:
                 return None  # a stray `>` after `</tool_call>`
             shape = (start, end, head.group(1), ns, ne, params)
-            if r.d is not None:
-                _fill_draft(r.d, shape)
+            if r is None:
+                return shape, None
+            _fill_draft(r.d, shape)
             return shape, r.d
         p = _SPACE.match(text, pos, hi).end()
         if text.startswith("</function>", p, hi):
@@ -323,12 +332,13 @@ def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, Ca
     closed = True  # the call ends with its `</tool_call>` (in any spelling)
     if nxt is not None and nxt.kind == CC:  # the function is never closed
         fn = Tok(FO, ns - 10, head.end(), None, head.group(1), ns, ne)  # `<function=` is 10 characters
-        _unclosed_function(r.draft(), text, fn, nxt.start, "call_close", r.inserted)
-        r.tag(nxt)
+        r = r or _Read(start)
+        _unclosed_function(r.d, text, fn, nxt.start, "call_close", r.inserted)
+        r = _tag_read(r, text, start, nxt)
         end = nxt.end
     else:
         if nxt is not None:  # a misspelt `</function>`
-            r.tag(nxt)
+            r = _tag_read(r, text, start, nxt)
             end = nxt.end
         p = _SPACE.match(text, end, hi).end()
         if text.startswith("</tool_call>", p, hi):
@@ -337,40 +347,40 @@ def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, Ca
             cc = _tag_at(text, p, hi, rs)
             if cc is None or cc.kind != CC:
                 return None
-            r.tag(cc)
+            r = _tag_read(r, text, start, cc)
             end = cc.end
         elif _TAG_AT.search(text, end, hi) is None:  # no `</tool_call>`, and no other tag after the call
-            _call_close_at_end(r.draft(), start, start + 11, end)  # `<tool_call>` is 11 characters
+            r = r or _Read(start)
+            _call_close_at_end(r.d, start, start + 11, end)  # `<tool_call>` is 11 characters
             closed = False
         else:
             return None
     if closed and text[end:end + 1] == ">" and end < hi:
         return None  # a stray `>` after `</tool_call>`
     shape = (start, end, head.group(1), ns, ne, params)
-    if r.d is not None:
-        _fill_draft(r.d, shape)
+    if r is None:
+        return shape, None
+    _fill_draft(r.d, shape)
     return shape, r.d
 
 
 class _Read:
-    """The draft of a simple call being read, created with its first issue."""
+    """The draft of a simple call that has an issue, and where closing tags are inserted (see `_insertion`)."""
 
-    __slots__ = ("text", "start", "d", "inserted")
+    __slots__ = ("d", "inserted")
 
-    def __init__(self, text: str, start: int) -> None:
-        self.text, self.start = text, start
-        self.d: CallDraft | None = None
-        self.inserted: set[int] = set()  # where closing tags are inserted (see `_insertion`)
+    def __init__(self, start: int) -> None:
+        self.d = CallDraft("qwen3_coder", start, start)
+        self.inserted: set[int] = set()
 
-    def draft(self) -> CallDraft:
-        if self.d is None:
-            self.d = CallDraft("qwen3_coder", self.start, self.start)
-        return self.d
 
-    def tag(self, t: Tok) -> None:
-        """The issue of a misspelt tag (none for a canonical one)."""
-        if t.variant is not None:
-            _tag_issue(self.draft(), self.text, t)
+def _tag_read(r: _Read | None, text: str, start: int, t: Tok) -> _Read | None:
+    """Record the issue of the tag ``t`` if it is misspelt (making the draft then); returns the draft."""
+    if t.variant is None:
+        return r
+    r = r or _Read(start)
+    _tag_issue(r.d, text, t)
+    return r
 
 
 def _tag_at(text: str, p: int, hi: int, rs: RuleSet) -> Tok | None:
@@ -943,8 +953,8 @@ class Qwen3CoderFormat(ToolFormat):
     name = "qwen3_coder"
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
-                   spans: bool = True) -> tuple[list[CallDraft], list[Issue]]:
-        if not excluded:
+                   spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
+        if fast and not excluded:  # simple calls (most malformed ones too) are read with regexes
             simple = _read_simple(text, lo, hi, rs, spans)
             if simple is not None:
                 return simple, []

@@ -172,7 +172,7 @@ class RuleSet:
             set(r.applies_to) & {"text", "turn"} for r in self.regex_rules
         )
         # (category, variant, format) -> what `describe` needs besides the finding's parameters
-        self._described: dict[tuple[str, str, str], tuple[str, Any, Any, str, str]] = {}
+        self._described: dict[tuple[str, str, str], tuple[str, Any, Any, str, str, str]] = {}
 
     # -- severities and messages ------------------------------------------------------------------------
 
@@ -214,29 +214,36 @@ class RuleSet:
             parts = self._describe_parts(category, variant, fmt)
             if len(self._described) < 4096:
                 self._described[key] = parts
-        sev, template, detail, fallback, rule_id = parts
+        sev, template, detail, suffix, fallback, rule_id = parts
         if template is None:  # an unknown category: message() returns its name
             return sev, category, rule_id
         try:
             msg = template.format_map(params)
         except (KeyError, IndexError, ValueError, AttributeError):
             msg = fallback
-        if detail:
+        if suffix:
+            msg += suffix
+        elif detail:
             try:
                 msg = f"{msg} {detail.format_map(params)}"
             except (KeyError, IndexError, ValueError, AttributeError):
                 pass
         return sev, msg, rule_id
 
-    def _describe_parts(self, category: str, variant: str, fmt: str) -> tuple[str, Any, Any, str, str]:
-        """What :meth:`message` looks up for (category, variant): template, detail, fallback (None: unknown)."""
+    def _describe_parts(self, category: str, variant: str, fmt: str) -> tuple[str, Any, Any, str, str, str]:
+        """What :meth:`message` looks up for (category, variant): template, detail (or, when the detail is a plain
+        sentence without a placeholder, the suffix it always adds), fallback (template None: an unknown category)."""
         sev = self.severity(category, variant, fmt)
         rule_id = f"{fmt}/{category}/{variant}"
         cat = self.categories.get(category)
         if cat is None:
-            return sev, None, None, category, rule_id
+            return sev, None, None, "", category, rule_id
         var = cat.variants.get(variant or "", {}) or {}
-        return sev, var.get("explanation") or cat.explanation, var.get("detail"), cat.generic or cat.description, rule_id
+        detail = var.get("detail")
+        suffix = ""
+        if isinstance(detail, str) and detail and "{" not in detail and "}" not in detail:
+            suffix = " " + detail  # (format_map returns a text without braces unchanged)
+        return sev, var.get("explanation") or cat.explanation, detail, suffix, cat.generic or cat.description, rule_id
 
     def has_literal(self, text: str, lo: int, hi: int) -> bool:
         """Whether ``text[lo:hi]`` holds any call literal (``<tool_call``, ``"name``, ...) that a scanner reads."""

@@ -120,11 +120,6 @@ def _type_kind(t: str) -> str:
     return k
 
 
-def _is_null(raw: str) -> bool:
-    """``raw.lower() == "null"`` without lower-casing long values (lower-casing never shortens a string)."""
-    return len(raw) <= 4 and raw.lower() == "null"
-
-
 def _plain_json(v: Any, depth: int = 0) -> bool:
     """True when ``v`` holds only str / int / float / list / str-keyed dict (no true/false/null).
 
@@ -220,7 +215,8 @@ def _literal_uncached(raw: str) -> Any:
 
 def verl_convert(raw: str, name: str, properties: dict[str, Any]) -> Any:
     """Convert one raw XML parameter value exactly like verl's ``qwen3_coder`` parser."""
-    if _is_null(raw):
+    # `raw.lower() == "null"` without lower-casing long values (lower-casing never shortens a string)
+    if len(raw) <= 4 and raw.lower() == "null":
         return None
     if name not in properties:
         return raw
@@ -228,7 +224,7 @@ def verl_convert(raw: str, name: str, properties: dict[str, Any]) -> Any:
     if not isinstance(prop, dict) or "type" not in prop:
         return raw  # verl_type: "string"
     t = prop["type"]
-    kind = _type_kind(t) if isinstance(t, str) else _kind(str(t).strip().lower())
+    kind = (_KIND_OF.get(t) or _type_kind(t)) if isinstance(t, str) else _kind(str(t).strip().lower())
     if kind == "array" or kind == "other":
         return _literal(raw)
     if kind == "string":
@@ -285,13 +281,13 @@ def check_xml_value(raw: str, prop: Any, converted: Any = _UNSET) -> TypeCheck:
     if not isinstance(prop, dict):
         return _OK
     t = prop.get("type")
-    if _is_null(raw):
+    if len(raw) <= 4 and raw.lower() == "null":  # raw.lower() == "null" (see verl_convert)
         if isinstance(t, str) and _type_kind(t) == "string":
             return TypeCheck(True, "null_string", "string", None, divergence=True)
         return _OK
     if not isinstance(t, str):
         return _OK
-    kind = _type_kind(t)
+    kind = _KIND_OF.get(t) or _type_kind(t)
     if kind == "array":
         v = converted if converted is not _UNSET else _literal(raw)
         if isinstance(v, list):
