@@ -314,14 +314,7 @@ def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, Ca
     if nxt is None:  # after the last parameter's closing tag (or the function tag): `</function>`, or `</tool_call>`
         tail = _CANONICAL_TAIL.match(text, pos, hi)
         if tail is not None:
-            end = tail.end()
-            if text[end:end + 1] == ">" and end < hi:
-                return None  # a stray `>` after `</tool_call>`
-            shape = (start, end, head.group(1), ns, ne, params)
-            if r is None:
-                return shape, None
-            _fill_draft(r.d, shape)
-            return shape, r.d
+            return _shape(text, hi, start, tail.end(), head.group(1), ns, ne, params, r, closed=True)
         p = _SPACE.match(text, pos, hi).end()
         if text.startswith("</function>", p, hi):
             end = p + 11
@@ -355,9 +348,15 @@ def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, Ca
             closed = False
         else:
             return None
+    return _shape(text, hi, start, end, head.group(1), ns, ne, params, r, closed=closed)
+
+
+def _shape(text: str, hi: int, start: int, end: int, name: str, ns: int, ne: int, params: Any, r: _Read | None,
+           *, closed: bool) -> Any:
+    """The call's shape and its draft (None when it has no issue); None for a stray `>` after `</tool_call>`."""
     if closed and text[end:end + 1] == ">" and end < hi:
-        return None  # a stray `>` after `</tool_call>`
-    shape = (start, end, head.group(1), ns, ne, params)
+        return None
+    shape = (start, end, name, ns, ne, params)
     if r is None:
         return shape, None
     _fill_draft(r.d, shape)
