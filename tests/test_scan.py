@@ -125,6 +125,29 @@ def test_rerun_same_bytes_and_incremental(run_dir, tmp_path):
     assert pl.read_parquet(a / "trajectories.parquet")["trajectory_id"].to_list() == first
 
 
+def test_progress_bars_on_a_terminal(run_dir, tmp_path, monkeypatch):
+    """On a terminal, scan shows a bar over bytes while reading and one over part files while merging; the
+    tables are the same bytes as a scan without progress."""
+    import io
+
+    from rich.console import Console
+
+    import trajlab.console
+
+    buf = io.StringIO()
+    monkeypatch.setattr(trajlab.console, "err_console", Console(file=buf, force_terminal=True, width=120))
+    scan([run_dir], tmp_path / "p", progress=True, jobs=1)
+    shown = buf.getvalue()
+    assert "scan" in shown and "files" in shown
+    from trajlab.scan import PART_TABLES
+
+    n_parts = 31 * len(PART_TABLES)  # one part file per input file per merged table
+    assert f"{n_parts}/{n_parts}" in shown and "part files" in shown
+    scan([run_dir], tmp_path / "q", progress=False, jobs=1)
+    for name in SCAN_TABLES:
+        assert (tmp_path / "p" / f"{name}.parquet").read_bytes() == (tmp_path / "q" / f"{name}.parquet").read_bytes()
+
+
 def test_bad_directory_keeps_good_records(tmp_path):
     root = tmp_path / "in"
     good = v1_line(1, qwen35_prompt("q"), output_of([GOOD, "fine"], ["r"]), 1.0)

@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -67,7 +67,7 @@ class ScanOptions:
             {
                 "v": __version__,
                 "schema": SCHEMA_VERSION,
-                "parts": 3,  # layout of the part files and ids (bumped when done.json or trajectory_id change)
+                "parts": 4,  # layout of the part files and ids (bumped when done.json or trajectory_id change)
                 "rules": rules_hash(self.rules_dirs),
                 "tool_format": self.tool_format,
                 "tools": self.tools,
@@ -252,10 +252,14 @@ def _read_range(task: FileTask) -> bytes:
 
 
 def _write_parts(task: FileTask, digest: str, pdir: Path, tables: dict[str, pa.Table]) -> dict[str, Any]:
-    """Write one range's part files (Arrow IPC, lz4: fast to write and to merge) and its ``done.json``."""
+    """Write one range's part files (Arrow IPC, lz4: fast to write and to merge) and its ``done.json``.
+
+    A table with no rows gets no part file (most ranges have no ingest errors, healthy ones no findings);
+    ``done.json`` records every table's row count, so the merge knows which files exist."""
     pdir.mkdir(parents=True, exist_ok=True)
     for spec in PART_TABLES:
-        write_part(tables[spec.name], pdir / f"{task.chunk:05d}.{spec.name}.arrow")
+        if tables[spec.name].num_rows:
+            write_part(tables[spec.name], pdir / f"{task.chunk:05d}.{spec.name}.arrow")
     traj = tables["trajectories"]
     steps = traj.column("step").drop_null()
     stats = {
@@ -266,6 +270,7 @@ def _write_parts(task: FileTask, digest: str, pdir: Path, tables: dict[str, pa.T
         "min_step": pa.compute.min(steps).as_py() if len(steps) else None,
         "splits": sorted(set(traj.column("split").to_pylist())),
         "sha1": digest,
+        "rows": {spec.name: tables[spec.name].num_rows for spec in PART_TABLES},
     }
     atomic_write_json(pdir / f"{task.chunk:05d}.done.json", stats, fsync=False)  # a cache: lost is recomputed
     return stats
@@ -352,7 +357,7 @@ def _load_done(pdir: Path, n_tasks: int) -> list[dict[str, Any]] | None:
             stats = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError):
             return None
-        if not isinstance(stats, dict) or "sha1" not in stats:
+        if not isinstance(stats, dict) or "sha1" not in stats or not isinstance(stats.get("rows"), dict):
             return None
         out.append(stats)
     return out
@@ -466,7 +471,7 @@ def scan(
     keep.sort(key=lambda e: (min((s["min_step"] for s in e.stats if s.get("min_step") is not None), default=1 << 62), e.rel))
     merge_key = _merge_key(keep, errors)
     if _previous_merge_key(out) != merge_key:  # else every table already holds exactly these parts
-        _merge_parts(keep, parts_root, out, errors)
+        _merge_parts(keep, parts_root, out, errors, progress)
         write_table(STEPS, steps_table(out), table_path(out, "steps"))
     _prune_parts(parts_root, {e.key for e in entries})
     steps = pq.read_table(table_path(out, "steps"))
@@ -650,18 +655,32 @@ class _RowGroupWriter:
         self.pending, self.rows = [], 0
 
 
-def _merge_parts(keep: list[_FileEntry], parts_root: Path, out: Path, errors: list[IngestError]) -> None:
+def _merge_parts(keep: list[_FileEntry], parts_root: Path, out: Path, errors: list[IngestError],
+                 progress: bool = False) -> None:
     """Stream every part of every table into ``out/<table>.parquet`` (bounded memory: a row group at a time
-    per table); the tables are written by parallel threads (Arrow's readers and writers release the GIL)."""
+    per table); the tables are written by parallel threads (Arrow's readers and writers release the GIL).
+    With ``progress``, a bar on stderr counts the part files merged (a big scan's merge takes minutes)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=min(len(PART_TABLES), os.cpu_count() or 1)) as ex:
-        for f in [ex.submit(_merge_table, spec, keep, parts_root, out, errors) for spec in PART_TABLES]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from trajlab.console import err_console
+
+    n_parts = sum(len(e.tasks) for e in keep) * len(PART_TABLES)
+    prog = Progress(TextColumn("merge"), BarColumn(), MofNCompleteColumn(), TextColumn("part files"),
+                    TimeRemainingColumn(), console=err_console, disable=not progress or not n_parts, transient=True)
+    with prog, ThreadPoolExecutor(max_workers=min(len(PART_TABLES), os.cpu_count() or 1)) as ex:
+        bar = prog.add_task("merge", total=max(n_parts, 1))
+
+        def advance() -> None:
+            prog.advance(bar)
+
+        for f in [ex.submit(_merge_table, spec, keep, parts_root, out, errors, advance) for spec in PART_TABLES]:
             f.result()
 
 
 def _merge_table(spec: TableSpec, keep: list[_FileEntry], parts_root: Path, out: Path,
-                 errors: list[IngestError]) -> None:
+                 errors: list[IngestError], advance: Callable[[], None] = lambda: None) -> None:
     import tempfile
 
     final = table_path(out, spec.name)
@@ -674,7 +693,9 @@ def _merge_table(spec: TableSpec, keep: list[_FileEntry], parts_root: Path, out:
                 rg.add(sort_table(spec, to_table(spec, [asdict(x) for x in errors])))
             for e in keep:
                 for i in range(len(e.tasks)):
-                    rg.add(read_part(parts_root / e.key / f"{i:05d}.{spec.name}.arrow"))
+                    if e.stats[i]["rows"].get(spec.name):
+                        rg.add(read_part(parts_root / e.key / f"{i:05d}.{spec.name}.arrow"))
+                    advance()
             rg.close()
         make_readable(tmp)
         os.replace(tmp, final)
