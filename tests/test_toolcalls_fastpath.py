@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mutations import mutate
 
 from trajlab.analyze import analyze_trajectory
 from trajlab.ingest import detect_format, discover, iter_records, plan_tasks
@@ -175,28 +176,9 @@ def turn(draw: Any, fmt: str, canonical: bool) -> str:
     return think + pre + between.join(calls) + after
 
 
-def mutate(draw: Any, text: str) -> str:
-    for _ in range(draw(st.integers(1, 3))):
-        n = len(text)
-        i = draw(st.integers(0, n))
-        j = draw(st.integers(i, min(n, i + 12)))
-        op = draw(st.sampled_from(["delete", "insert", "duplicate", "truncate", "swap"]))
-        if op == "delete":
-            text = text[:i] + text[j:]
-        elif op == "insert":
-            text = text[:i] + draw(st.sampled_from(FRAGMENTS)) + text[i:]
-        elif op == "duplicate":
-            text = text[:j] + text[i:j] + text[j:]
-        elif op == "truncate":
-            text = text[:i]
-        else:
-            text = text[:i] + text[j:] + text[i:j]
-    return text
-
-
 @st.composite
 def mutated_turn(draw: Any, fmt: str) -> str:
-    return mutate(draw, draw(turn(fmt, canonical=True)))
+    return mutate(draw, draw(turn(fmt, canonical=True)), st.sampled_from(FRAGMENTS))
 
 
 FMTS = st.sampled_from(["qwen3_coder", "hermes"])

@@ -14,6 +14,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from mutations import mutate
 
 from trajlab.model import TurnContext
 from trajlab.toolcalls import analyze_turn, load_taxonomy
@@ -282,22 +283,7 @@ def mutated(draw: Any) -> tuple[str, str, list[dict[str, Any]]]:
     else:
         text, tools = draw(hermes_turn())
         fmt = "hermes"
-    for _ in range(draw(st.integers(1, 3))):
-        op = draw(st.sampled_from(["delete", "insert", "duplicate", "truncate", "swap"]))
-        n = len(text)
-        i = draw(st.integers(0, n))
-        j = draw(st.integers(i, min(n, i + 12)))
-        if op == "delete":
-            text = text[:i] + text[j:]
-        elif op == "insert":
-            text = text[:i] + draw(FRAGMENTS) + text[i:]
-        elif op == "duplicate":
-            text = text[:j] + text[i:j] + text[j:]
-        elif op == "truncate":
-            text = text[:i]
-        else:
-            text = text[:i] + text[j:] + text[i:j]
-    return text, fmt, tools
+    return mutate(draw, text, FRAGMENTS), fmt, tools
 
 
 @settings(max_examples=300, deadline=None)
