@@ -264,8 +264,6 @@ def _write_parts(task: FileTask, digest: str, pdir: Path, tables: dict[str, pa.T
     steps = traj.column("step").drop_null()
     stats = {
         "chunk": task.chunk,
-        "records": traj.num_rows,
-        "errors": tables["ingest_errors"].num_rows,
         "bytes": task.end - task.start,
         "min_step": pa.compute.min(steps).as_py() if len(steps) else None,
         "splits": sorted(set(traj.column("split").to_pylist())),
@@ -494,7 +492,7 @@ def scan(
                 "size": e.size,
                 "mtime_ns": e.path.stat().st_mtime_ns,
                 "sha1": e.sha,
-                "records": sum(s["records"] for s in e.stats),
+                "records": sum(s["rows"]["trajectories"] for s in e.stats),
                 "reused": e.reused,
             }
             for e in entries
