@@ -502,11 +502,9 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
         raise TrajlabError("--format parquet needs -o FILE")
     tmp: str | None = None
     if dest is not None:
-        dest = Path(dest)
-        inputs = {p.resolve() for src in discover(out).values() for _, p in src.files}
-        if dest.resolve() in inputs:
-            raise TrajlabError(f"{dest}: refusing to overwrite a table of {out}")
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        from trajlab.outpaths import check_out_file
+
+        dest = check_out_file(dest, inputs=[p for src in discover(out).values() for _, p in src.files])
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
         os.close(fd)
     n = 0

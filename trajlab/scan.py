@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from collections import defaultdict
@@ -30,6 +31,7 @@ from trajlab.errors import InputError
 from trajlab.ingest import FileTask, detect_format, discover, iter_records, plan_tasks, validate_format_name
 from trajlab.ingest.fields import dumps_extra
 from trajlab.model import IngestError, RawTrajectory, TurnAnalysis
+from trajlab.outpaths import prepare_out_dir
 from trajlab.rulepacks import rules_hash
 from trajlab.tables import (
     CALLS,
@@ -399,8 +401,6 @@ def scan(
 
     t0 = time.perf_counter()
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"output path {out} exists and is not a directory")
     if tool_format in ("auto", ""):
         tool_format = None
     if tool_format is not None and tool_format not in known_formats:
@@ -410,6 +410,7 @@ def scan(
     rdirs = tuple(str(Path(d)) for d in rules_dirs)
     opts = ScanOptions(tool_format=tool_format, tools=tool_list, rules_dirs=rdirs, input_format=fmt_forced)
     fp = opts.fingerprint()
+    prepare_out_dir(out, kind="scan", inputs=paths)  # refuses a user's directory before anything is written
 
     files, errors = discover(list(paths))
     out_resolved = out.resolve()
@@ -722,11 +723,14 @@ def _previous_merge_key(out: Path) -> str | None:
         return None
 
 
+_PART_KEY = re.compile(r"[0-9a-f]{20}")
+
+
 def _prune_parts(parts_root: Path, live: set[str]) -> None:
     if not parts_root.is_dir():
         return
-    for d in parts_root.iterdir():
-        if d.is_dir() and d.name not in live:
+    for d in parts_root.iterdir():  # only trajlab's own part directories (20 hex digits), never anything else
+        if d.is_dir() and not d.is_symlink() and _PART_KEY.fullmatch(d.name) and d.name not in live:
             shutil.rmtree(d, ignore_errors=True)
 
 

@@ -30,6 +30,7 @@ from trajlab.curate.select_positive import score_flags, select_positives
 from trajlab.curate.summary import PoolSummary
 from trajlab.curate.writers import write_samples
 from trajlab.errors import TrajlabError
+from trajlab.outpaths import check_out_dir, prepare_out_dir
 from trajlab.tables import write_table
 
 #: Every file name the pool writes (stale ones from an earlier run with other options are removed).
@@ -213,6 +214,7 @@ def build_sft_pool(
     scan_dir = Path(scan_dir)
     pool = Path(out) if out is not None else scan_dir / "sft_pool"
     tables = open_scan(scan_dir)
+    check_out_dir(pool, kind="sft_pool")  # refuse a user's directory before the work, write nothing yet
     present = sorted(set(tables.light["split"].to_list()))
     if not tables.light.filter(pl.col("split").is_in(list(opts.source_splits))).height:
         raise TrajlabError(
@@ -278,7 +280,7 @@ def build_sft_pool(
         val = [s for s in chosen if s.split == "val"]
 
         write = prog.task("writing", len(POOL_FILES))
-        pool.mkdir(parents=True, exist_ok=True)
+        prepare_out_dir(pool, kind="sft_pool")
         files: dict[str, int] = {}
         for name, ss in (("positive", pos.samples), ("error_demo", err.samples), ("hint", hin.samples),
                          ("train", train), ("val", val)):

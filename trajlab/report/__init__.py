@@ -31,6 +31,7 @@ def report(out: Path | str, output_html: Path | str, *, title: str | None = None
         trajlab.report("out", "report.html")
     """
     from trajlab import __version__
+    from trajlab.outpaths import check_out_file
     from trajlab.query import default_file_mode
     from trajlab.report import charts
     from trajlab.report.data import collect
@@ -39,6 +40,7 @@ def report(out: Path | str, output_html: Path | str, *, title: str | None = None
 
     if max_categories < 1 or top_names < 0 or examples_per_category < 0 or (window is not None and window < 1):
         raise TrajlabError("--max-categories and --window must be >= 1; --top-names and --examples must be >= 0")
+    dest = check_out_file(output_html, report=True)  # before any work: never replace a file trajlab did not write
     data = collect(out, split=split, max_categories=max_categories, top_names=top_names,
                    examples_per_category=examples_per_category, window=window)
     warn = data.early_warning.get("step") if data.early_warning else None
@@ -61,9 +63,6 @@ def report(out: Path | str, output_html: Path | str, *, title: str | None = None
                                                       r.checkpoints[0], r.checkpoints[-1], r.moved_units)
     name = Path(out).resolve().name
     doc = page(data, figs, title=title or f"trajlab report: {name}", version=__version__)
-    dest = Path(output_html)
-    if dest.is_dir():
-        raise TrajlabError(f"{dest}: is a directory; give the HTML file to write (-o report.html)")
     atomic_write_bytes(dest, doc.encode("utf-8"))
     os.chmod(dest, default_file_mode())  # the atomic write's temp file is 0600; a report is meant to be shared
     return dest

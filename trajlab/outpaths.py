@@ -1,0 +1,186 @@
+"""Where trajlab may write: the one check every command that writes runs before it writes anything.
+
+Rules (README "Bad input loses nothing"):
+
+* An output **directory** (``scan -o``, ``build-sft-pool -o``) is used only when it does not exist yet, is empty,
+  or is already a trajlab output of the same kind (it holds trajlab's marker file :data:`MARKER` or a trajlab
+  ``manifest.json``). Any other existing directory is refused (exit 2, one line); nothing is written. A fresh
+  or empty directory gets the marker first, so a run killed before its manifest still owns its directory.
+* An output **file** (``report -o``, ``sql -o``) replaces an existing file only when trajlab wrote it (an HTML
+  report carrying trajlab's ``generator`` tag); it never replaces a manifest, a table or any file inside a
+  trajlab output directory other than its own report.
+* An output may not be, or lie inside, an input path (``scan``'s dumps), and an input may not lie inside a
+  fresh output (the scan would read what it writes).
+* Unwritable or invalid paths become one-line :class:`~trajlab.errors.TrajlabError`\\ s (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from trajlab.errors import TrajlabError
+
+#: the file that marks a directory as trajlab's (written before anything else into a fresh output directory)
+MARKER = ".trajlab-output"
+_MANIFEST = "manifest.json"
+_REPORT_TAG = b'<meta name="generator" content="trajlab'
+
+
+def _why(e: OSError) -> str:
+    return e.strerror or type(e).__name__
+
+
+def output_kind(d: Path) -> str | None:
+    """``"scan"`` / ``"sft_pool"`` when ``d`` is a trajlab output directory of that kind (``"unknown"`` for a
+    trajlab manifest of neither shape), else ``None``."""
+    try:
+        mark = d / MARKER
+        if mark.is_file():
+            kind = json.loads(mark.read_text(encoding="utf-8")).get("kind")
+            return kind if isinstance(kind, str) else "unknown"
+    except (OSError, ValueError, AttributeError):
+        pass
+    m = d / _MANIFEST
+    try:
+        if not m.is_file():
+            return None
+        with open(m, encoding="utf-8", errors="replace") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return None
+    if '"trajlab_version"' not in head:
+        return None
+    if '"merge_key"' in head or '"tables"' in head:
+        return "scan"
+    if '"ratio"' in head or '"kinds"' in head:
+        return "sft_pool"
+    return "unknown"
+
+
+def inside_trajlab_output(path: Path) -> Path | None:
+    """The trajlab output directory that ``path`` (a file) lies in, if any (its parent or an ancestor)."""
+    for d in Path(os.path.abspath(path)).parents:
+        if output_kind(d) is not None:
+            return d
+    return None
+
+
+def _overlap(out: Path, inputs: Iterable[str | Path]) -> str | None:
+    o = Path(os.path.abspath(out)).resolve()
+    for raw in inputs:
+        p = Path(os.path.abspath(raw))
+        try:
+            p = p.resolve()
+        except (OSError, RuntimeError):
+            continue
+        if o == p:
+            return f"-o {out} is the input {raw}"
+        if p in o.parents:
+            return f"-o {out} lies inside the input {raw} (the scan would read its own output)"
+        if o.exists() and o in p.parents and output_kind(o) is None:
+            return f"the input {raw} lies inside -o {out}"
+    return None
+
+
+def check_out_dir(out: str | Path, *, kind: str, inputs: Iterable[str | Path] = (),
+                  accept: Callable[[str], bool] | None = None) -> Path:
+    """Check, without writing anything, that trajlab may write into directory ``out`` (see the module rules).
+
+    ``kind`` names the output (``"scan"``, ``"sft_pool"``); a trajlab output of another kind is refused unless
+    ``accept(kind)`` says yes. Raises :class:`TrajlabError` (exit 2).
+    """
+    out = Path(out)
+    bad = _overlap(out, inputs)
+    if bad:
+        raise TrajlabError(bad, hint="choose an output directory outside the inputs")
+    try:
+        if out.exists() or out.is_symlink():
+            if not out.is_dir():
+                raise TrajlabError(f"-o {out}: exists and is not a directory",
+                                   hint="give a new or empty directory, or an earlier trajlab output")
+            have = output_kind(out)
+            if have is None:
+                if any(out.iterdir()):
+                    raise TrajlabError(
+                        f"-o {out}: the directory is not empty and is not a trajlab output; nothing was written",
+                        hint="give a new or empty directory, or an earlier trajlab output")
+            elif have not in (kind, "unknown") and not (accept and accept(have)):
+                raise TrajlabError(f"-o {out}: holds a trajlab {have} output, not a {kind} output; nothing was written",
+                                   hint="give a new or empty directory")
+            where = out
+        else:
+            where = Path(os.path.abspath(out)).parent
+            while not where.exists() and where != where.parent:
+                where = where.parent
+            if not where.is_dir():
+                raise NotADirectoryError(20, "Not a directory")
+        if not os.access(where, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except TrajlabError:
+        raise
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        raise TrajlabError(f"-o {out}: cannot write there ({_why(e) if isinstance(e, OSError) else e})",
+                           hint="choose a writable directory") from None
+    return out
+
+
+def prepare_out_dir(out: str | Path, *, kind: str, inputs: Iterable[str | Path] = (),
+                    accept: Callable[[str], bool] | None = None) -> Path:
+    """:func:`check_out_dir`, then create ``out`` and put trajlab's marker in it (before any other file)."""
+    out = check_out_dir(out, kind=kind, inputs=inputs, accept=accept)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if not (out / MARKER).is_file():
+            from trajlab.tables import atomic_write_json
+
+            atomic_write_json(out / MARKER, {"kind": kind, "note": "written by trajlab; marks this directory as "
+                                                                   "a trajlab output"}, fsync=False)
+    except OSError as e:
+        raise TrajlabError(f"-o {out}: cannot write there ({_why(e)})", hint="choose a writable directory") from None
+    return out
+
+
+def check_out_file(dest: str | Path, *, inputs: Iterable[str | Path] = (), report: bool = False) -> Path:
+    """Check that trajlab may write the file ``dest`` (see the module rules); create its parent directory.
+
+    ``report``: an existing trajlab HTML report may be replaced. Raises :class:`TrajlabError` (exit 2).
+    """
+    dest = Path(dest)
+    try:
+        me = Path(os.path.abspath(dest)).resolve()
+        for raw in inputs:
+            if Path(os.path.abspath(raw)).resolve() == me:
+                raise TrajlabError(f"-o {dest}: is an input; refusing to overwrite it",
+                                   hint="write the result to another file")
+        if dest.is_dir():
+            raise TrajlabError(f"-o {dest}: is a directory; give a file name")
+        if dest.exists() or dest.is_symlink():
+            if not (report and dest.is_file() and not dest.is_symlink() and _is_trajlab_report(dest)):
+                raise TrajlabError(f"-o {dest}: exists and was not written by trajlab (as this output); nothing "
+                                   "was written", hint="remove it first or choose another file name")
+        home = inside_trajlab_output(dest)
+        if home is not None and (dest.name == _MANIFEST or dest.name == MARKER or dest.suffix.lower() == ".parquet"
+                                 or any(part.startswith(".") for part in dest.relative_to(
+                                     Path(os.path.abspath(home))).parts[:-1])):
+            raise TrajlabError(f"-o {dest}: would sit among the tables of the trajlab output {home}",
+                               hint="write the result outside it, or under another name")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not os.access(dest.parent, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except TrajlabError:
+        raise
+    except (OSError, ValueError) as e:
+        raise TrajlabError(f"-o {dest}: cannot write there ({_why(e) if isinstance(e, OSError) else e})",
+                           hint="choose a writable location") from None
+    return dest
+
+
+def _is_trajlab_report(p: Path) -> bool:
+    try:
+        with open(p, "rb") as f:
+            return _REPORT_TAG in f.read(4096)
+    except OSError:
+        return False
