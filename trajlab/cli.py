@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = app(args=argv, standalone_mode=False)
     except TrajlabError as e:
-        from trajlab.console import err_console
+        from trajlab.console import error
 
-        err_console.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
+        error(str(e))
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
@@ -69,11 +69,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # usage errors (typer vendors its own click, so match by shape, not class)
-        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
-            e.show()
+        if callable(getattr(e, "format_message", None)) and isinstance(getattr(e, "exit_code", None), int):
+            _usage_error(e)
             return e.exit_code
         raise
     return rc if isinstance(rc, int) else 0
+
+
+def _usage_error(e: Exception) -> None:
+    """A usage error: the usage line, the message exactly as written (through the terminal sanitiser), a hint."""
+    from trajlab.console import err_console, error
+
+    ctx = getattr(e, "ctx", None)
+    if ctx is not None:
+        err_console.print(ctx.get_usage(), markup=False, highlight=False)
+        err_console.print(f"Try '{ctx.command_path} --help' for help.", markup=False, highlight=False)
+    error(e.format_message())  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":  # pragma: no cover

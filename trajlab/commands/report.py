@@ -32,10 +32,12 @@ def register(app: typer.Typer) -> None:
 
           trajlab report out -o report.html
         """
+        from rich.markup import escape
+
         from trajlab.console import console
         from trajlab.report import report
 
         path = report(out, output, title=title, split=split, max_categories=max_categories, top_names=top_names,
                       examples_per_category=examples, window=window)
         size = path.stat().st_size
-        console.print(f"wrote [bold]{path}[/] ({size / 1024:.0f} KiB)", highlight=False)
+        console.print(f"wrote [bold]{escape(str(path))}[/] ({size / 1024:.0f} KiB)", highlight=False)

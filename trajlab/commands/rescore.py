@@ -99,6 +99,7 @@ def print_summary(summary: Any, console: Any) -> None:
     """The rich end-of-run summary: one row per checkpoint, malformation odds, biggest control-token moves."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     def table(title: str, cols: list[str]) -> Table:
         t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -141,12 +142,14 @@ def print_summary(summary: Any, console: Any) -> None:
                    ["token", "region", "checkpoint", "mean prob", "spike rate"])
         for r in summary.top_moves:
             mv.add_row(
-                repr(r["control_token"]), r["region"], r["checkpoint"],
+                Text(repr(r["control_token"])), Text(str(r["region"])), Text(str(r["checkpoint"])),
                 f"{_p(r['previous_mean_prob'])} -> {_p(r['mean_prob'])}",
                 f"{(r['previous_spike_rate'] or 0):.1%} -> {r['spike_rate']:.1%}",
             )  # fmt: skip
         console.print(mv)
     for c in summary.checkpoints:
         if c.skipped_control_strings:
-            console.print(f"[dim]{c.label}: control strings not used: {'; '.join(c.skipped_control_strings)}[/]")
-    console.print(f"tables: {Path(summary.out) / 'rescore'}/<checkpoint>/*.parquet and compare.parquet", soft_wrap=True)
+            console.print(Text(f"{c.label}: control strings not used: {'; '.join(c.skipped_control_strings)}",
+                               style="dim"))
+    console.print(Text(f"tables: {Path(summary.out) / 'rescore'}/<checkpoint>/*.parquet and compare.parquet"),
+                  soft_wrap=True)

@@ -29,9 +29,12 @@ def list_cmd(
 
     items = list_rules(tuple(str(r) for r in rules))
     if as_json:
-        typer.echo(json.dumps(items, indent=2, ensure_ascii=False))
+        from trajlab.console import safe_json
+
+        typer.echo(safe_json(json.dumps(items, indent=2, ensure_ascii=False)))
         return
     from rich.table import Table
+    from rich.text import Text
 
     from trajlab.console import console
 
@@ -43,7 +46,8 @@ def list_cmd(
     t.add_column("source", overflow="fold")
     for it in items:
         if it["kind"] == "category":
-            t.add_row(it["id"], it["severity"], "yes" if it["repairable"] else "-", it["description"], it["source"])
+            t.add_row(*(Text(str(v)) for v in (it["id"], it["severity"], "yes" if it["repairable"] else "-",
+                                               it["description"], it["source"])))
     console.print(t)
     regex = [it for it in items if it["kind"] == "regex"]
     if regex:
@@ -53,7 +57,8 @@ def list_cmd(
         for col in ("applies to", "pattern", "source"):
             r.add_column(col, overflow="fold")
         for it in regex:
-            r.add_row(it["id"], it["category"], it["severity"], ", ".join(it["applies_to"]), it["pattern"], it["source"])
+            r.add_row(*(Text(str(v)) for v in (it["id"], it["category"], it["severity"], ", ".join(it["applies_to"]),
+                                               it["pattern"], it["source"])))
         console.print(r)
 
 
@@ -100,8 +105,11 @@ def check_cmd(
                     forbids_suffix=no_suffix)
     used = fmt or _detected(text)
     if as_json:
-        typer.echo(json.dumps(analysis_to_dict(ta, text=text, tool_format=used, schema_checked=tool_list is not None),
-                              indent=2, ensure_ascii=False, default=str))
+        from trajlab.console import safe_json
+
+        typer.echo(safe_json(json.dumps(analysis_to_dict(ta, text=text, tool_format=used,
+                                                         schema_checked=tool_list is not None),
+                                        indent=2, ensure_ascii=False, default=str)))
     else:
         from trajlab.console import console
 

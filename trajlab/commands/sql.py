@@ -17,32 +17,41 @@ SUFFIX_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": 
 
 
 def _cell(value: Any, width: int) -> str:
+    """A value as one line of terminal text: newlines shown as \\n, control characters made visible, cut to
+    ``width``."""
+    from trajlab.console import literal
+
     if value is None:
         return "∅"
     if isinstance(value, float):
         text = f"{value:.6g}"
     else:
         text = str(value)
-    text = text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    text = literal(text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t"))
     return text if width <= 0 or len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
 def rich_table(table: pa.Table, max_width: int = 80, title: str | None = None) -> Table:
     """Render an Arrow table as a rich table (newlines shown as \\n, long cells cut to ``max_width``)."""
+    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title=title, show_lines=False, header_style="bold", title_justify="left")
     for f in table.schema:
-        t.add_column(f"{f.name}\n[dim]{f.type}[/]", justify="right" if _numeric(f.type) else "left",
+        t.add_column(f"{escape(f.name)}\n[dim]{escape(str(f.type))}[/]", justify="right" if _numeric(f.type) else "left",
                      overflow="fold")
     for row in table.to_pylist(maps_as_pydicts="lossy"):
-        t.add_row(*(_cell(v, max_width) for v in row.values()))
+        t.add_row(*(Text(_cell(v, max_width)) for v in row.values()))
     return t
 
 
 def rich_records(table: pa.Table, max_width: int = 80) -> list[Table]:
     """One two-column (column, value) table per row: for results too wide for the terminal."""
     from rich.table import Table
+    from rich.text import Text
+
+    from trajlab.console import literal
 
     out = []
     for i, row in enumerate(table.to_pylist(maps_as_pydicts="lossy"), 1):
@@ -50,7 +59,7 @@ def rich_records(table: pa.Table, max_width: int = 80) -> list[Table]:
         t.add_column(style="bold cyan", no_wrap=True)
         t.add_column(overflow="fold")
         for k, v in row.items():
-            t.add_row(k, _cell(v, max_width))
+            t.add_row(Text(literal(k)), Text(_cell(v, max_width)))
         out.append(t)
     return out
 
@@ -101,6 +110,8 @@ def register(app: typer.Typer) -> None:
 
           trajlab sql out "SELECT * FROM garbled_names" --format csv -o garbled.csv
         """
+        from rich.markup import escape
+
         from trajlab import query as q
         from trajlab.console import console, err_console
         from trajlab.errors import TrajlabError
@@ -116,7 +127,7 @@ def register(app: typer.Typer) -> None:
             if fmt != "table" or output is not None:
                 raise TrajlabError("--format/--output need a QUERY")
             _print_views(q.list_views(out), console)
-            err_console.print(f'[dim]try: trajlab sql {out} "SELECT function_name, nearest_tool, calls FROM '
+            err_console.print(f'[dim]try: trajlab sql {escape(str(out))} "SELECT function_name, nearest_tool, calls FROM '
                               f'garbled_names LIMIT 10"[/]', highlight=False, soft_wrap=True)
             return
         if query == "-":
@@ -139,10 +150,11 @@ def register(app: typer.Typer) -> None:
             return
         n = q.export(out, query, fmt, output)
         if output is not None:
-            err_console.print(f"[dim]{n} row{'s' if n != 1 else ''} written to {output}[/]")
+            err_console.print(f"[dim]{n} row{'s' if n != 1 else ''} written to {escape(str(output))}[/]")
 
 
 def _print_views(infos: list[Any], console: Any) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     t = Table(title="views (trajlab sql OUT \"SELECT ...\")", title_justify="left", header_style="bold",
@@ -152,8 +164,8 @@ def _print_views(infos: list[Any], console: Any) -> None:
     t.add_column("rows", justify="right")
     t.add_column("columns", overflow="fold")
     for v in infos:
-        cols = ", ".join(f"{n} [dim]{ty}[/]" if ty != "parameter" else n for n, ty in v.columns)
+        cols = ", ".join(f"{escape(n)} [dim]{escape(ty)}[/]" if ty != "parameter" else escape(n) for n, ty in v.columns)
         if v.kind == "macro":
             cols = f"{v.name}({cols})"
-        t.add_row(f"[bold]{v.name}[/]\n[dim]{v.doc}[/]", v.kind, "" if v.rows is None else f"{v.rows:,}", cols)
+        t.add_row(f"[bold]{escape(v.name)}[/]\n[dim]{escape(v.doc)}[/]", v.kind, "" if v.rows is None else f"{v.rows:,}", cols)
     console.print(t)

@@ -55,6 +55,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 @media (max-width: 760px) { .ex .body { grid-template-columns: 1fr; }
                              .ex .body > div + div { border-left: 0; border-top: 1px solid var(--line); } }
 .ex pre { white-space: pre-wrap; word-break: break-word; margin: 4px 0; }
+details.full { display: inline; } details.full > span { word-break: break-all; }
 .ex .label { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); }
 .ex footer { padding: 6px 12px; border-top: 1px solid var(--line); font-size: 13px; color: var(--muted); }
 mark { background: var(--mark); color: var(--bad); font-weight: 700; border-bottom: 2px solid var(--bad);
@@ -88,7 +89,22 @@ window.addEventListener('load', function () {
 
 
 def e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """HTML-escaped text with control and bidi-override characters made visible (``\\u202e``), never live."""
+    from trajlab.console import literal
+
+    return html.escape(literal("" if value is None else str(value)), quote=True)
+
+
+#: names longer than this are cut in tables; the full value stays one click away (``<details>``)
+NAME_CHARS = 120
+
+
+def clipped(value: str, limit: int = NAME_CHARS) -> str:
+    """``e(value)``, cut to ``limit`` characters with the full value in a ``<details>`` element."""
+    if len(value) <= limit:
+        return e(value)
+    return (f'{e(value[:limit])}…<details class="full"><summary>{len(value) - limit:,} more characters: show the '
+            f'full value</summary><span class="mono">{e(value)}</span></details>')
 
 
 def pct(v: float | None, digits: int = 1) -> str:
@@ -159,6 +175,8 @@ def _category_table(d: ReportData) -> str:
 
 
 def _garble_html(name: str, nearest: str | None) -> str:
+    if len(name) > NAME_CHARS:
+        return f'<span class="garble">{clipped(name)}</span>'
     if not nearest:
         return f'<span class="garble">{e(name)}</span>'
     i = 0
@@ -199,7 +217,7 @@ def _example(ex: Example, out: str) -> str:
     where = "call" if ex.in_call else "excerpt of the output"
     name = ""
     if ex.function_name and ex.matched_tool and ex.function_name != ex.matched_tool:
-        name = f' · name <code>{e(ex.function_name)}</code> → <code>{e(ex.matched_tool)}</code>'
+        name = f' · name <code>{clipped(ex.function_name)}</code> → <code>{clipped(ex.matched_tool)}</code>'
     return (
         f'<article class="ex" data-category="{e(ex.category)}"><header><h3 class="mono">{e(ex.category)}</h3>'
         f'<span class="sev-{e(ex.severity)}">{e(ex.severity)}</span> · {ex.count:,} finding'
