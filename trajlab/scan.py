@@ -28,7 +28,15 @@ import pyarrow.parquet as pq
 
 from trajlab import __version__
 from trajlab.errors import InputError
-from trajlab.ingest import FileTask, detect_format, discover, iter_records, plan_tasks, validate_format_name
+from trajlab.ingest import (
+    FileTask,
+    detect_format,
+    discover_inputs,
+    display_name,
+    iter_records,
+    plan_tasks,
+    validate_format_name,
+)
 from trajlab.ingest.fields import dumps_extra
 from trajlab.model import IngestError, RawTrajectory, TurnAnalysis
 from trajlab.outpaths import prepare_out_dir
@@ -98,6 +106,7 @@ class ScanSummary:
     top_categories: list[tuple[str, int]] = field(default_factory=list)
     ingest_errors: int = 0
     ingest_error_examples: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # what discovery left out on purpose, with why
     steps: list[dict[str, Any]] = field(default_factory=list)  # per-step (split, step, calls, malformed, rate)
     early_warning: dict[str, Any] | None = None
     elapsed_s: float = 0.0
@@ -210,7 +219,7 @@ def process_unit(unit: list[tuple[FileTask, str, str]], opts: ScanOptions) -> li
     from trajlab import scan_columnar
 
     results: dict[int, dict[str, pa.Table]] = {}
-    verl = [i for i, (t, _, _) in enumerate(unit) if t.fmt == "verl_jsonl" and not t.path.lower().endswith(".parquet")]
+    verl = [i for i, (t, _, _) in enumerate(unit) if t.fmt == "verl_jsonl" and t.container == "lines"]
     datas = {i: _read_range(unit[i][0]) for i in verl}
 
     def columnar(group: list[int]) -> None:
@@ -412,7 +421,8 @@ def scan(
     fp = opts.fingerprint()
     prepare_out_dir(out, kind="scan", inputs=paths)  # refuses a user's directory before anything is written
 
-    files, errors = discover(list(paths))
+    found = discover_inputs(list(paths))
+    files, errors = found.files, found.errors
     out_resolved = out.resolve()
     files = [(p, r) for p, r in files if out_resolved not in p.resolve().parents]
     if not files and not errors:
@@ -475,6 +485,7 @@ def scan(
     _prune_parts(parts_root, {e.key for e in entries})
     steps = pq.read_table(table_path(out, "steps"))
     summary = _summarise(out, keep, steps, time.perf_counter() - t0)
+    summary.skipped = found.skipped
     manifest = {
         "trajlab_version": __version__,
         "schema_version": SCHEMA_VERSION,
@@ -487,7 +498,7 @@ def scan(
         },
         "inputs": [
             {
-                "path": str(e.path),
+                "path": display_name(str(e.path)),
                 "rel": e.rel,
                 "format": e.fmt,
                 "size": e.size,

@@ -48,6 +48,10 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, int], dict[str,
         )
     if s.ingest_errors:
         head.add_row("ingest errors", Text(f"{s.ingest_errors} (see ingest_errors.parquet)", style="yellow"))
+    skipped = getattr(s, "skipped", None) or []
+    if skipped:
+        more = f"\n… and {len(skipped) - 5} more (manifest.json: summary.skipped)" if len(skipped) > 5 else ""
+        head.add_row("not scanned", Text("\n".join(skipped[:5]) + more, style="dim"))
     parts: list[Any] = [head]
 
     if s.top_categories:

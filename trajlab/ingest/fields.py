@@ -17,6 +17,9 @@ _NUMPY_REPR = re.compile(r"^\s*(?:np|numpy)\.\w+\((.*)\)\s*$")
 _STEP_IN_NAME = re.compile(r"(?:^|[-_])(?:step-)?(?:val-)?(\d+)\.(?:jsonl|json|parquet)(?:\.gz)?$")
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def coerce_float(value: Any, field: str) -> tuple[float | None, str | None]:
     """A finite float, or ``None`` with a note saying why."""
     if value is None:
@@ -24,7 +27,10 @@ def coerce_float(value: Any, field: str) -> tuple[float | None, str | None]:
     if isinstance(value, bool):
         return float(value), None
     if isinstance(value, (int, float)):
-        f = float(value)
+        try:
+            f = float(value)
+        except OverflowError:
+            return None, f"field {field!r} is an integer too large for a float ({len(str(abs(value)))} digits); stored as null"
     elif isinstance(value, str):
         s = value.strip()
         m = _NUMPY_REPR.match(s)
@@ -32,7 +38,7 @@ def coerce_float(value: Any, field: str) -> tuple[float | None, str | None]:
             s = m.group(1)
         try:
             f = float(s)
-        except ValueError:
+        except (ValueError, OverflowError):
             return None, f"field {field!r} is not a number ({value[:40]!r}); stored as null"
     elif isinstance(value, list) and len(value) == 1:
         return coerce_float(value[0], field)
@@ -49,11 +55,15 @@ def coerce_int(value: Any, field: str) -> tuple[int | None, str | None]:
     if isinstance(value, bool):
         return None, f"field {field!r} is a boolean, not an integer"
     if isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            return None, f"field {field!r} is an integer outside the 64-bit range; stored as null"
         return value, None
     f, note = coerce_float(value, field)
     if f is None:
         return None, note
     if f.is_integer():
+        if not INT64_MIN <= f <= INT64_MAX:
+            return None, f"field {field!r} is {f:g}, outside the 64-bit integer range; stored as null"
         return int(f), None
     return None, f"field {field!r} is {f}, not an integer; stored as null"
 
@@ -61,7 +71,9 @@ def coerce_int(value: Any, field: str) -> tuple[int | None, str | None]:
 def step_from_name(name: str) -> int | None:
     """The step number in a dump file name: ``37.jsonl``, ``fcl-step-37.json``, ``x-step-val-40.json``."""
     m = _STEP_IN_NAME.search(name)
-    return int(m.group(1)) if m else None
+    if not m or len(m.group(1)) > 18:  # more digits than fit a 64-bit step: not a step number
+        return None
+    return int(m.group(1))
 
 
 def prompt_hash(text: str) -> str:
