@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
 
         error(str(e))
         return e.exit_code
+    except OSError as e:  # the environment (disk full, permissions) at a place no check foresaw: one line, exit 2
+        from trajlab.console import error
+
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        error(f"{e.strerror or e}{where}")
+        return 2
     except typer.Exit as e:
         return e.exit_code
     except typer.Abort:

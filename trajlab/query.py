@@ -258,11 +258,79 @@ def _register(con: duckdb.DuckDBPyConnection, src: TableSource) -> None:
     con.execute(f"CREATE VIEW {_quote(src.name)} AS " + " UNION ALL BY NAME ".join(parts))
 
 
-def connect(out: Path | str, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+@dataclass(frozen=True)
+class SqlLimits:
+    """Resource bounds of a DuckDB connection (a shared box: never all cores, all memory, or the cwd).
+
+    ``threads``: default ``min(4, CPUs)``; ``memory_limit``: default a quarter of physical memory, at most
+    8 GiB; ``temp_dir``: where DuckDB may spill, default ``<system temp>/trajlab-sql-<pid>`` (never the caller's
+    working directory); ``timeout_s``: a query still running after this many seconds is interrupted (None: no
+    limit; the CLI's ``--timeout`` defaults to 300).
+    """
+
+    threads: int | None = None
+    memory_limit: str | None = None
+    temp_dir: str | None = None
+    timeout_s: float | None = None
+
+    def settings(self) -> dict[str, Any]:
+        import os
+        import tempfile
+
+        threads = self.threads or min(4, os.cpu_count() or 1)
+        mem = self.memory_limit
+        if mem is None:
+            try:
+                phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            except (ValueError, OSError, AttributeError):
+                phys = 8 << 30
+            mem = f"{max(256, min(phys // 4, 8 << 30) >> 20)}MiB"
+        temp = self.temp_dir or os.path.join(tempfile.gettempdir(), f"trajlab-sql-{os.getpid()}")
+        return {"threads": threads, "memory_limit": mem, "temp_directory": temp}
+
+
+DEFAULT_LIMITS = SqlLimits()
+
+
+class _Deadline:
+    """Interrupt the connection's running query after ``seconds`` (a timer thread calls ``con.interrupt()``)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, seconds: float | None) -> None:
+        import threading
+
+        self.fired = False
+        self.seconds = seconds
+        self.timer = None
+        if seconds is not None and seconds > 0:
+            def fire() -> None:
+                self.fired = True
+                con.interrupt()
+
+            self.timer = threading.Timer(seconds, fire)
+            self.timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        if self.timer is not None:
+            self.timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+
+    def error(self, e: Exception) -> TrajlabError:
+        if self.fired:
+            return TrajlabError(f"query interrupted after --timeout {self.seconds:g} s",
+                                hint="narrow the query (WHERE, LIMIT) or raise --timeout")
+        return TrajlabError(_duckdb_message(e))
+
+
+def connect(out: Path | str, *, read_only: bool = True, limits: SqlLimits | None = None) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB connection with a view for every table under ``out`` and the helper views.
 
     With ``read_only=True`` (the default) DuckDB is denied all file-system access and its configuration is
-    locked, so SQL can read the views but never write a file (``COPY ... TO`` fails). ``read_only=False``
+    locked, so SQL can read the views but never write a file (``COPY ... TO`` fails); threads, memory and the
+    spill directory are bounded by ``limits`` (:class:`SqlLimits`). ``read_only=False``
     gives an ordinary connection (file access allowed, e.g. to ``COPY`` a result elsewhere); the views are
     the same.
 
@@ -274,10 +342,14 @@ def connect(out: Path | str, *, read_only: bool = True) -> duckdb.DuckDBPyConnec
     import duckdb
 
     sources = discover(out)
-    config: dict[str, Any] = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-    if read_only:
-        config.update(enable_external_access=False, lock_configuration=True)
+    settings = (limits or DEFAULT_LIMITS).settings()
+    temp = settings.pop("temp_directory")
+    config: dict[str, Any] = {"autoinstall_known_extensions": False, "autoload_known_extensions": False, **settings}
     con = duckdb.connect(":memory:", config=config)
+    con.execute("SET temp_directory = " + "'" + temp.replace("'", "''") + "'")  # before file access is denied
+    if read_only:
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
     for src in sources.values():
         _register(con, src)
     for h in HELPERS:
@@ -302,7 +374,7 @@ def _duckdb_message(e: Exception) -> str:
     return "\n".join(line.rstrip() for line in str(e).strip().splitlines() if line.strip())
 
 
-def sql(out: Path | str, query: str) -> pa.Table:
+def sql(out: Path | str, query: str, *, limits: SqlLimits | None = None) -> pa.Table:
     """Run ``query`` over the views of ``out`` (read-only) and return the result as an Arrow table.
 
     Bad SQL raises :class:`TrajlabError` carrying DuckDB's message. Statements without a result
@@ -311,15 +383,19 @@ def sql(out: Path | str, query: str) -> pa.Table:
     import duckdb
     import pyarrow as pa
 
-    con = connect(out)
+    lim = limits or DEFAULT_LIMITS
+    con = connect(out, limits=lim)
     try:
-        rel = _run(con, query)
-        if rel is None:
-            return pa.table({})
-        try:
-            return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()
-        except (duckdb.Error, pa.ArrowException) as e:
-            raise TrajlabError(_duckdb_message(e)) from None
+        with _Deadline(con, lim.timeout_s) as dl:
+            try:
+                rel = _run(con, query)
+                if rel is None:
+                    return pa.table({})
+                return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()
+            except (duckdb.Error, pa.ArrowException) as e:
+                raise dl.error(e) from None
+            except TrajlabError as e:
+                raise (dl.error(e) if dl.fired else e) from None
     finally:
         con.close()
 
@@ -339,23 +415,27 @@ def _reader(con: duckdb.DuckDBPyConnection, query: str, batch_rows: int = 65536)
         raise TrajlabError(_duckdb_message(e)) from None
 
 
-def iter_batches(out: Path | str, query: str, batch_rows: int = 65536) -> Iterator[pa.RecordBatch]:
+def iter_batches(out: Path | str, query: str, batch_rows: int = 65536, *,
+                 limits: SqlLimits | None = None) -> Iterator[pa.RecordBatch]:
     """Stream the result of ``query`` as Arrow record batches (bounded memory for large results)."""
     import duckdb
     import pyarrow as pa
 
-    con = connect(out)
+    lim = limits or DEFAULT_LIMITS
+    con = connect(out, limits=lim)
     try:
-        reader = _reader(con, query, batch_rows)
-        try:
-            yield from reader
-        except (duckdb.Error, pa.ArrowException) as e:
-            raise TrajlabError(_duckdb_message(e)) from None
+        with _Deadline(con, lim.timeout_s) as dl:
+            reader = _reader(con, query, batch_rows)
+            try:
+                yield from reader
+            except (duckdb.Error, pa.ArrowException) as e:
+                raise dl.error(e) from None
     finally:
         con.close()
 
 
-def preview(out: Path | str, query: str, limit: int = 50) -> tuple[pa.Table, bool]:
+def preview(out: Path | str, query: str, limit: int = 50, *,
+            limits: SqlLimits | None = None) -> tuple[pa.Table, bool]:
     """The first ``limit`` rows of ``query``'s result (all when ``limit`` <= 0) and whether there are more.
 
     Reading stops at the first row past the limit, so previewing a large result costs neither time nor memory.
@@ -363,9 +443,15 @@ def preview(out: Path | str, query: str, limit: int = 50) -> tuple[pa.Table, boo
     import duckdb
     import pyarrow as pa
 
-    con = connect(out)
+    lim = limits or DEFAULT_LIMITS
+    con = connect(out, limits=lim)
     try:
-        reader = _reader(con, query)
+        dl = _Deadline(con, lim.timeout_s).__enter__()
+        try:
+            reader = _reader(con, query)
+        except TrajlabError as e:
+            dl.__exit__()
+            raise (dl.error(e) if dl.fired else e) from None
         kept: list[pa.RecordBatch] = []
         n_kept = 0
         more = False
@@ -383,7 +469,9 @@ def preview(out: Path | str, query: str, limit: int = 50) -> tuple[pa.Table, boo
                     more = True
                     break
         except (duckdb.Error, pa.ArrowException) as e:
-            raise TrajlabError(_duckdb_message(e)) from None
+            raise dl.error(e) from None
+        finally:
+            dl.__exit__()
         return pa.Table.from_batches(kept, schema=reader.schema), more
     finally:
         con.close()
@@ -474,11 +562,14 @@ def _csv_values(col: pa.Array | pa.ChunkedArray) -> list[Any]:
 
 
 def _json_rows(batch: pa.RecordBatch) -> Iterator[str]:
-    for row in batch.to_pylist(maps_as_pydicts="lossy"):
-        yield json.dumps(row, ensure_ascii=False, default=str)
+    from trajlab.console import safe_json
+
+    for row in batch.to_pylist(maps_as_pydicts="lossy"):  # control / bidi characters as \u escapes (same value)
+        yield safe_json(json.dumps(row, ensure_ascii=False, default=str))
 
 
-def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None) -> int:
+def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None, *,
+           limits: SqlLimits | None = None) -> int:
     """Write the result of ``query`` as ``fmt`` (csv | json | jsonl | parquet) to ``dest`` (stdout when None).
 
     Streams record batches, so large results use bounded memory. ``json`` is one JSON array of objects,
@@ -508,7 +599,9 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
         os.close(fd)
     n = 0
-    con = connect(out)
+    lim = limits or DEFAULT_LIMITS
+    con = connect(out, limits=lim)
+    dl = _Deadline(con, lim.timeout_s).__enter__()
     try:
         reader = _reader(con, query)
         if fmt == "parquet":
@@ -529,11 +622,17 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
                     cw.writerow(reader.schema.names)
                 if fmt == "json":
                     fh.write("[")
+                to_terminal = tmp is None and sys.stdout.isatty()
                 for b in reader:
                     n += b.num_rows
                     if fmt == "csv":
                         flat = _nested_to_json(b)
-                        cw.writerows(zip(*(_csv_values(c) for c in flat.columns), strict=True))
+                        rows = zip(*(_csv_values(c) for c in flat.columns), strict=True)
+                        if to_terminal:  # CSV has no escapes: on a terminal, control characters are made visible
+                            from trajlab.console import literal
+
+                            rows = ([literal(v) if isinstance(v, str) else v for v in r] for r in rows)
+                        cw.writerows(rows)
                         continue
                     for line in _json_rows(b):
                         if fmt == "json":
@@ -554,8 +653,11 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
             os.replace(tmp, dest)  # type: ignore[arg-type]
             tmp = None
     except (duckdb.Error, pa.ArrowException) as e:
-        raise TrajlabError(_duckdb_message(e)) from None
+        raise dl.error(e) from None
+    except TrajlabError as e:
+        raise (dl.error(e) if dl.fired else e) from None
     finally:
+        dl.__exit__()
         con.close()
         if tmp:
             Path(tmp).unlink(missing_ok=True)

@@ -30,7 +30,12 @@ def register(app: typer.Typer) -> None:
         Example: trajlab scan sample_data/qwen35_xml_run -o out --fail-above 0.2 --window 10
         """
         from trajlab.console import console, warn
+        from trajlab.options import check_min, check_rate
         from trajlab.scan import scan
+
+        check_rate(fail_above, "--fail-above")
+        check_min(window, 1, "--window")
+        check_min(jobs, 0, "--jobs")
 
         summary = scan(
             paths,
@@ -58,6 +63,13 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         if fail_above is not None:
             rate = summary.recent_rate(window)
-            if rate is not None and rate > fail_above:
+            if rate is None:  # the breaker fails closed: nothing to judge is not a pass
+                from trajlab.errors import InputError
+
+                raise InputError(
+                    f"--fail-above: no tool calls with a step to judge ({summary.trajectories} trajectories, "
+                    f"{summary.ingest_errors} ingest errors); the check cannot pass",
+                    hint=f"check the input paths and {out}/ingest_errors.parquet")
+            if rate > fail_above:
                 warn(f"malformed-call rate over the last {window} steps is {rate:.1%} > --fail-above {fail_above:.1%}")
                 raise typer.Exit(3)

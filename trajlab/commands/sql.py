@@ -97,10 +97,11 @@ def register(app: typer.Typer) -> None:
             None, "--vertical/--horizontal",
             help="--format table: one block per row, or one table (default: vertical when the columns do not fit)."),
         max_width: int = typer.Option(80, "--max-width", help="Longest cell shown by --format table (0: no limit)."),
+        timeout: float = typer.Option(300.0, "--timeout", help="Interrupt the query after this many seconds (0: no limit)."),
     ) -> None:
         """Query the tables of a scan with DuckDB SQL (read-only views, one per table).
 
-        Views: the scan tables (trajectories, turns, calls, findings, steps, ingest_errors); rescore_<table> for every rescore table (all checkpoints, with a checkpoint column) and rescore_compare when `trajlab rescore` ran; sft_<name> for the SFT pool; the helper views malformed_by_step, finding_spans, call_findings, garbled_names and the table macro trajectories_at(step). DuckDB runs without file access, so nothing can write into OUT. Without QUERY the views are listed with their columns and row counts.
+        Views: the scan tables (trajectories, turns, calls, findings, steps, ingest_errors); rescore_<table> for every rescore table (all checkpoints, with a checkpoint column) and rescore_compare when `trajlab rescore` ran; sft_<name> for the SFT pool; the helper views malformed_by_step, finding_spans, call_findings, garbled_names and the table macro trajectories_at(step). DuckDB runs without file access, so nothing can write into OUT; it uses at most 4 threads and a quarter of the memory (8 GiB at most), spills to the system temp directory (never the current directory) and stops a query after --timeout seconds. Without QUERY the views are listed with their columns and row counts.
 
         Examples:
 
@@ -130,10 +131,15 @@ def register(app: typer.Typer) -> None:
             err_console.print(f'[dim]try: trajlab sql {escape(str(out))} "SELECT function_name, nearest_tool, calls FROM '
                               f'garbled_names LIMIT 10"[/]', highlight=False, soft_wrap=True)
             return
+        from trajlab.options import check_min
+
+        check_min(timeout, 0, "--timeout")
+        check_min(limit, 0, "--limit")
+        limits = q.SqlLimits(timeout_s=timeout or None)
         if query == "-":
             query = sys.stdin.read()
         if fmt == "table":
-            table, more = q.preview(out, query, limit=limit)
+            table, more = q.preview(out, query, limit=limit, limits=limits)
             if vertical is None:
                 vertical = not _fits(table, console.width, max_width)
             if vertical and table.num_rows:
@@ -148,7 +154,7 @@ def register(app: typer.Typer) -> None:
             else:
                 err_console.print(f"[dim]{n} row{'s' if n != 1 else ''}[/]")
             return
-        n = q.export(out, query, fmt, output)
+        n = q.export(out, query, fmt, output, limits=limits)
         if output is not None:
             err_console.print(f"[dim]{n} row{'s' if n != 1 else ''} written to {escape(str(output))}[/]")
 

@@ -95,12 +95,15 @@ def discover_inputs(paths: list[str | Path]) -> Discovery:
     directories once (a link loop is reported, not followed). Nothing is skipped silently: an unreadable
     directory, a broken or looping link and a data-named entry that is not a regular file become errors; hidden
     entries, trajlab outputs, model checkpoint directories (their full shape: ``config.json`` naming a model
-    plus weight files, or verl FSDP rank shards) and model/tokenizer side files (``config.json``,
-    ``tokenizer_config.json``, ...) are listed in ``skipped``. A model file beside dump files never hides them.
+    plus weight files, or verl FSDP rank shards: there only dump-named files are read) and model/tokenizer side
+    files (``config.json``, ``tokenizer_config.json``, ...) are counted in ``skipped``. A model file beside dump
+    files never hides them.
     """
     found: dict[str, tuple[Path, str]] = {}
     errors: list[IngestError] = []
     skipped: list[str] = []
+    ckpt_dirs: list[str] = []
+    side: list[str] = []
     hidden = 0
     for raw in paths:
         p = Path(raw)
@@ -141,7 +144,7 @@ def discover_inputs(paths: list[str | Path]) -> Discovery:
             names = {x.name for x in entries}
             model = _checkpoint_shape(d, names)
             if model:
-                skipped.append(f"{rel_d}/: {model}")
+                ckpt_dirs.append(rel_d)
             subdirs = []
             for x in entries:
                 if x.name.startswith("."):
@@ -165,12 +168,19 @@ def discover_inputs(paths: list[str | Path]) -> Discovery:
                     why = "broken symbolic link or link loop" if x.is_symlink() else "not a regular file"
                     errors.append(IngestError(rel, None, f"{why}; skipped"))
                     continue
-                if model or x.name in MODEL_SIDE_FILES or x.name.endswith(_MODEL_SIDE_SUFFIXES):
-                    if not model:
-                        skipped.append(f"{rel}: a model/tokenizer file, not trajectory data")
+                if x.name in MODEL_SIDE_FILES or x.name.endswith(_MODEL_SIDE_SUFFIXES) or (
+                        model and x.name.lower().endswith(".json") and step_from_name(x.name) is None):
+                    side.append(rel)  # a checkpoint's own JSON (trainer_state, results...), never a dump name
                     continue
                 found.setdefault(_real(fp), (fp, rel))
             stack.extend(reversed(subdirs))
+    if ckpt_dirs:
+        skipped.append(f"{len(ckpt_dirs)} model checkpoint director{'y' if len(ckpt_dirs) == 1 else 'ies'} "
+                       f"(config.json + weights, or FSDP shards): only dump-named files read there; e.g. "
+                       f"{', '.join(ckpt_dirs[:3])}")
+    if side:
+        skipped.append(f"{len(side)} model/tokenizer JSON file{'s' if len(side) != 1 else ''} (not trajectory data), "
+                       f"e.g. {', '.join(side[:3])}")
     if hidden:
         skipped.append(f"{hidden} hidden entr{'y' if hidden == 1 else 'ies'} (names starting with '.')")
     files = sorted(found.values(), key=lambda t: (t[1], str(t[0])))
@@ -202,7 +212,7 @@ def _checkpoint_shape(d: Path, names: set[str]) -> str | None:
     weight files; a verl actor checkpoint: FSDP rank shards ``model_world_size_W_rank_R.pt``.
     """
     if any(_FSDP_SHARD.match(n) for n in names):
-        return "a verl FSDP checkpoint (model_world_size_*_rank_*.pt); its JSON files are not trajectories"
+        return "a verl FSDP checkpoint"
     if "config.json" in names and any(_WEIGHTS.match(n) for n in names):
         try:
             with open(d / "config.json", "rb") as f:
@@ -210,7 +220,7 @@ def _checkpoint_shape(d: Path, names: set[str]) -> str | None:
         except (OSError, ValueError, RecursionError):
             return None
         if isinstance(cfg, dict) and ("model_type" in cfg or "architectures" in cfg):
-            return "a model checkpoint (config.json + weights); its JSON files are not trajectories"
+            return "a model checkpoint"
     return None
 
 
