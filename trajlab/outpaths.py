@@ -163,7 +163,7 @@ def check_out_file(dest: str | Path, *, inputs: Iterable[str | Path] = (), repor
                                    "was written", hint="remove it first or choose another file name")
         home = inside_trajlab_output(dest)
         if home is not None and (dest.name == _MANIFEST or dest.name == MARKER or dest.suffix.lower() == ".parquet"
-                                 or any(part.startswith(".") for part in dest.relative_to(
+                                 or any(part.startswith(".") for part in Path(os.path.abspath(dest)).relative_to(
                                      Path(os.path.abspath(home))).parts[:-1])):
             raise TrajlabError(f"-o {dest}: would sit among the tables of the trajlab output {home}",
                                hint="write the result outside it, or under another name")
