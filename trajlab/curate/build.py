@@ -80,15 +80,19 @@ class _Progress:
         return advance
 
 
-def _zero_ratio(ratio: tuple[float, float, float], kind: str) -> str:
+def _zero_ratio(ratio: tuple[float, float, float], *kinds: str) -> str | None:
+    """``ratio`` with ``kinds`` set to 0, as a ``--ratio`` value; None when nothing would be left to build."""
     parts = list(ratio)
-    parts[KINDS.index(kind)] = 0
-    return ":".join(f"{v:g}" for v in parts)
+    for kind in kinds:
+        parts[KINDS.index(kind)] = 0
+    return ":".join(f"{v:g}" for v in parts) if any(parts) else None
 
 
 def _no_candidates(kind: str, stats: dict[str, int], opts: PoolOptions) -> TrajlabError:
+    """The error for a kind the ratio asks for that has no candidates; its hint names only changes that can
+    help with the counts at hand (each one runs as written)."""
     splits = ", ".join(opts.source_splits)
-    alt = f"--ratio {_zero_ratio(opts.ratio, kind)}"
+    fixes: list[str] = []
     if kind == "positive":
         why = (
             f"no positive candidates among {stats.get('trajectories', 0)} trajectories of split(s) {splits}: "
@@ -98,7 +102,12 @@ def _no_candidates(kind: str, stats: dict[str, int], opts: PoolOptions) -> Trajl
         )
         if stats.get("too_long"):
             why += f", {stats['too_long']} are longer than --max-tokens"
-        hint = f"relax the score rule (--min-score any, or a lower number), raise --max-tokens, or build without positives and hints ({alt})"
+            fixes.append("raise --max-tokens")
+        if stats.get("score_rejected") and opts.score_rule.mode != "any":
+            fixes.append("relax the score rule (--min-score any)")
+        alt = _zero_ratio(opts.ratio, "positive", "hint")  # hints pair a failure with a positive: none either
+        if alt:
+            fixes.append(f"build without positives and hints (--ratio {alt})")
     elif kind == "error_demo":
         why = (
             f"no error-demonstration candidates: the scan has {stats.get('malformed_calls', 0)} malformed calls in "
@@ -108,7 +117,11 @@ def _no_candidates(kind: str, stats: dict[str, int], opts: PoolOptions) -> Trajl
         )
         if stats.get("too_long"):
             why += f", {stats['too_long']} are longer than --max-tokens"
-        hint = f"build without error demonstrations ({alt}), or scan a run that has repairable malformed calls"
+            fixes.append("raise --max-tokens")
+        alt = _zero_ratio(opts.ratio, "error_demo")
+        if alt:
+            fixes.append(f"build without error demonstrations (--ratio {alt})")
+        fixes.append("scan a run that has repairable malformed calls")
     else:
         why = (
             f"no hint candidates: {stats.get('groups_with_failures', 0)} prompt groups have malformed or low-scoring "
@@ -116,8 +129,13 @@ def _no_candidates(kind: str, stats: dict[str, int], opts: PoolOptions) -> Trajl
         )
         if stats.get("too_long"):
             why += f" ({stats['too_long']} hint samples were longer than --max-tokens)"
-        hint = f"build without hints ({alt}), or relax the score rule (--min-score) so failing groups have positives"
-    return TrajlabError(why, hint=hint)
+            fixes.append("raise --max-tokens")
+        alt = _zero_ratio(opts.ratio, "hint")
+        if alt:
+            fixes.append(f"build without hints (--ratio {alt})")
+        if stats.get("groups_with_failures") and opts.score_rule.mode != "any":
+            fixes.append("relax the score rule (--min-score any) so failing groups have positives")
+    return TrajlabError(why, hint="; or ".join(fixes) if fixes else None)
 
 
 def _ood_sources(
@@ -220,7 +238,8 @@ def build_sft_pool(
         raise TrajlabError(
             f"{scan_dir}: no trajectories from split(s) {', '.join(opts.source_splits)} "
             f"(the scan has: {', '.join(present) or 'no trajectories at all'})",
-            hint="choose the dumps to learn from with --source-split (e.g. --source-split val)",
+            hint=(f"choose the dumps to learn from with --source-split (this scan has: --source-split {present[0]})"
+                  if present else "scan dumps that hold trajectories first"),
         )
     rules = load_hint_rules(opts.rules_dirs)
     counter = TokenCounter(load_tokenizer(opts.tokenizer), opts.max_tokens) if opts.tokenizer else None
