@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from trajlab.errors import CheckpointError, MissingDependencyError
 from trajlab.rescore.fsdp_merge import SHARD_RE, find_shards, merge_fsdp_shards
+from trajlab.rescore.remote_code import refuse_auto_map
 from trajlab.rescore.tokenizers import check_tokenizer_matches, load_tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -328,6 +329,8 @@ def load_config(config_dir: str | Path, *, trust_remote_code: bool = False) -> P
     d = Path(config_dir)
     if not (d / "config.json").is_file():
         raise CheckpointError(f"{d}: no config.json")
+    if not trust_remote_code:
+        refuse_auto_map(d / "config.json")
     try:
         return AutoConfig.from_pretrained(str(d), trust_remote_code=trust_remote_code)
     except Exception as exc:  # noqa: BLE001 - transformers raises many types for a bad config

@@ -178,6 +178,7 @@ def merge_fsdp_shards(actor_dir: str | Path, *, allow_unsafe_pickle: bool = Fals
         if set(sd) != set(keys):
             diff = sorted(set(sd) ^ set(keys))[:3]
             raise CheckpointError(f"{files[r]}: its keys differ from rank 0's (e.g. {diff})")
+    _check_rank_order(shards, files)
     merged: dict[str, torch.Tensor] = {}
     for key in keys:
         v0 = shards[0][key]
@@ -225,3 +226,27 @@ def merge_fsdp_shards(actor_dir: str | Path, *, allow_unsafe_pickle: bool = Fals
         else:
             raise CheckpointError(f"{files[0]}: {key} holds a {type(v0).__name__}, not a tensor")
     return merged
+
+
+def _check_rank_order(shards: list[dict[str, Any]], files: list[Path]) -> None:
+    """Each rank file must hold its own rank's shards: a pickled DTensor's device mesh records the coordinate
+    of the process that saved it, so swapped or renamed rank files (which would merge into scrambled weights
+    of the right shape) are refused."""
+    from torch.distributed.tensor import DTensor
+
+    for r, sd in enumerate(shards):
+        v = next((x for x in sd.values() if isinstance(x, DTensor)), None)
+        if v is None:
+            continue
+        mesh = v.device_mesh
+        try:
+            coord = mesh.get_coordinate()
+        except Exception:  # noqa: BLE001 - an older DeviceMesh without the saved coordinate: nothing to check
+            continue
+        if coord is None:
+            continue
+        saved_by = int(mesh.mesh[tuple(coord)])
+        if saved_by != r:
+            raise CheckpointError(
+                f"{files[r]}: holds the shards saved by rank {saved_by}, not rank {r}: rank files swapped or renamed",
+                hint=f"restore the original file names (this one is model_world_size_{len(files)}_rank_{saved_by}.pt)")

@@ -307,6 +307,10 @@ def load_tokenizer(ref_or_path: Any, *, trust_remote_code: bool = False) -> PreT
     from transformers import AutoTokenizer
 
     d = tokenizer_dir_for(ref_or_path)
+    if not trust_remote_code:
+        from trajlab.rescore.remote_code import refuse_auto_map
+
+        refuse_auto_map(d / "tokenizer_config.json")
     try:
         return AutoTokenizer.from_pretrained(str(d), trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
