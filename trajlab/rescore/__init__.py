@@ -386,6 +386,7 @@ def _run_checkpoint(
         trajectory_row,
     )
     from trajlab.rescore.stream import ChatSpecials, build_streams
+    from trajlab.rescore.tokenizers import FIT_MARGIN, tokenizer_fit_gap
     from trajlab.tables import atomic_write_json
 
     t0 = time.perf_counter()
@@ -418,6 +419,14 @@ def _run_checkpoint(
         model, cset.ids, cset.mask_rows(), chunk=chunk or _auto_chunk(dev), max_batch_tokens=max_batch_tokens,
         device=None if device_map else dev,
     )  # fmt: skip
+    gap = tokenizer_fit_gap(scorer, tok)
+    if gap is not None and gap < FIT_MARGIN:
+        from trajlab.console import warn
+
+        warn(f"checkpoint {ref.label}: the tokenizer may not fit this model: it scores ordinary text only "
+             f"{gap:+.2f} nats/token better than the same tokens shuffled (a fitting tokenizer gives well over "
+             f"{FIT_MARGIN}); a tokenizer with permuted ids, another model's tokenizer, or an untrained model. "
+             "Check --tokenizer before trusting these scores.")
     sp = ChatSpecials.from_tokenizer(tok)
     im_end_id = sp.im_end if sp else (tok.eos_token_id if isinstance(tok.eos_token_id, int) else None)
     labels = _Labels(tok)

@@ -390,3 +390,34 @@ def token_ids(tokenizer: PreTrainedTokenizerBase, strings: Iterable[str]) -> dic
         if len(ids) == 1:
             out[s] = int(ids[0])
     return out
+
+
+#: a short text any chat model has seen the like of: a question, a tool call in Qwen's XML format, an answer
+FIT_PROBE = (
+    "user\nWhat is the capital of France? Please search the web before you answer.\nassistant\n<tool_call>\n"
+    "<function=search_web>\n<parameter=queries>\n[\"capital of France\"]\n</parameter>\n</function>\n"
+    "</tool_call>\nThe capital of France is Paris. It is known for the Eiffel Tower, for museums such as the "
+    "Louvre, and for the river Seine that runs through the middle of the city."
+)
+#: the probe must score at least this much better per token than the same tokens shuffled (nats)
+FIT_MARGIN = 0.25
+
+
+def tokenizer_fit_gap(scorer: Any, tokenizer: PreTrainedTokenizerBase, text: str = FIT_PROBE) -> float | None:
+    """How much better (mean log-prob per token, nats) the model scores ``text`` in order than the same
+    tokens in a fixed shuffled order. A tokenizer that fits the model gives a clear gap (the model knows the
+    language); a tokenizer with the same size but permuted ids, or a model that learned nothing, gives about
+    none. Two short sequences through ``scorer`` (a :class:`~trajlab.rescore.scoring.ChunkedScorer`): cheap.
+    Returns None when the text is too short in this tokenizer to tell."""
+    import numpy as np
+
+    from trajlab.rescore.scoring import ScoreRequest
+
+    ids = np.asarray(tokenizer(text, add_special_tokens=False)["input_ids"][:256], dtype=np.int64)
+    if ids.shape[0] < 16:
+        return None
+    shuffled = ids.copy()
+    np.random.default_rng(0).shuffle(shuffled)
+    pos = np.arange(1, ids.shape[0], dtype=np.int64)
+    a, b = scorer.score([ScoreRequest(ids, pos), ScoreRequest(shuffled, pos)])
+    return float(np.mean(a.logprob) - np.mean(b.logprob))
