@@ -103,7 +103,7 @@ def _no_candidates(kind: str, stats: dict[str, int], opts: PoolOptions) -> Trajl
         if stats.get("too_long"):
             why += f", {stats['too_long']} are longer than --max-tokens"
             fixes.append("raise --max-tokens")
-        if stats.get("score_rejected") and opts.score_rule.mode != "any":
+        if stats.get("only_score_rejected") and opts.score_rule.mode != "any":
             fixes.append("relax the score rule (--min-score any)")
         alt = _zero_ratio(opts.ratio, "positive", "hint")  # hints pair a failure with a positive: none either
         if alt:

@@ -63,6 +63,10 @@ def candidate_frame(tables: ScanTables, opts: PoolOptions) -> tuple[pl.DataFrame
         "no_final_answer": int((~light["has_final_answer"]).sum() or 0),
         "truncated": int(light["truncated"].sum() or 0),
         "score_rejected": int((~light["score_ok"]).sum() or 0),
+        # rejected by the score rule alone: what relaxing --min-score would turn into positives
+        "only_score_rejected": int(light.filter(
+            ~pl.col("has_finding") & (pl.col("n_malformed_calls") == 0) & pl.col("has_final_answer")
+            & ~pl.col("truncated") & ~pl.col("score_ok")).height),
     }
     elig = light.filter(
         ~pl.col("has_finding")
