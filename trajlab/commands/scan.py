@@ -59,8 +59,9 @@ def register(app: typer.Typer) -> None:
                 warn(ex)
             print_summary(summary, console, category_steps(out))
         if strict and summary.ingest_errors:
-            warn(f"--strict: {summary.ingest_errors} ingest error(s); see {out}/ingest_errors.parquet")
-            raise typer.Exit(2)
+            from trajlab.errors import InputError
+
+            raise InputError(f"--strict: {summary.ingest_errors} ingest error(s); see {out}/ingest_errors.parquet")
         if fail_above is not None:
             rate = summary.recent_rate(window)
             if rate is None:  # the breaker fails closed: nothing to judge is not a pass

@@ -169,7 +169,7 @@ def discover_inputs(paths: list[str | Path]) -> Discovery:
                     errors.append(IngestError(rel, None, f"{why}; skipped"))
                     continue
                 if x.name in MODEL_SIDE_FILES or x.name.endswith(_MODEL_SIDE_SUFFIXES) or (
-                        model and x.name.lower().endswith(".json") and step_from_name(x.name) is None):
+                        model and x.name.lower().endswith(".json") and not _DUMP_JSON_NAME.fullmatch(x.name)):
                     side.append(rel)  # a checkpoint's own JSON (trainer_state, results...), never a dump name
                     continue
                 found.setdefault(_real(fp), (fp, rel))
@@ -202,6 +202,8 @@ MODEL_SIDE_FILES = frozenset((
 ))
 _MODEL_SIDE_SUFFIXES = (".safetensors.index.json", ".bin.index.json")
 _WEIGHTS = re.compile(r".+\.(?:safetensors|bin|pt|pth|gguf)$")
+#: a ``.json`` name a dump may have inside a checkpoint directory: ``{step}.json``, verl-tool's ``*-step-N.json``
+_DUMP_JSON_NAME = re.compile(r"(?:\d+|.*-step-(?:val-)?\d+)\.json", re.IGNORECASE)
 _FSDP_SHARD = re.compile(r"model_world_size_\d+_rank_\d+\.pt$")
 
 
