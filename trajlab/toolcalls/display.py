@@ -9,6 +9,15 @@ from typing import Any
 from trajlab.model import TurnAnalysis
 
 _SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+#: the terminal view shows at most this many characters of one value or excerpt line (``--json`` has them all)
+SHOW_CHARS = 2000
+
+
+def clip(text: str, limit: int = SHOW_CHARS) -> str:
+    """``text`` cut to ``limit`` characters with a note of what was left out (a 20 MB value prints at once)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters; --json prints everything)"
 _ESCAPE = re.compile(r"\\(n|t|r|\"|\\|u[0-9a-fA-F]{4})")
 
 
@@ -35,8 +44,23 @@ def analysis_to_dict(ta: TurnAnalysis, *, text: str, tool_format: str, schema_ch
 
 
 def _excerpt(text: str, start: int, end: int, context_lines: int = 0) -> Any:
-    """The lines around ``[start, end)`` with the span highlighted (a rich Text)."""
+    """The lines around ``[start, end)`` with the span highlighted (a rich Text); a huge span or line is shown
+    by its ends (at most :data:`SHOW_CHARS` characters in all)."""
     from rich.text import Text
+
+    if end - start > SHOW_CHARS or len(text) > 4 * SHOW_CHARS:
+        half = SHOW_CHARS // 2
+        lo, hi = max(0, start - 80), min(len(text), end + 80)
+        if hi - lo <= SHOW_CHARS:
+            t = Text("    " + text[lo:start])
+            t.append(text[start:end] or "▏", style="bold reverse red")
+            t.append(text[end:hi])
+            return t
+        t = Text("    ")
+        t.append(text[start:start + half], style="bold reverse red")
+        t.append(f" … ({end - start - 2 * half:,} characters) … ")
+        t.append(text[end - half:end], style="bold reverse red")
+        return t
 
     ls = text.rfind("\n", 0, start) + 1
     le = text.find("\n", max(end - 1, start))
@@ -86,7 +110,7 @@ def print_analysis(ta: TurnAnalysis, *, text: str, tool_format: str, schema_chec
         console.print("no tool call found")
     for c in ta.calls:
         line = Text(f"call {c.call_index}: ")
-        line.append(f"{c.function_name!s}", style="bold")
+        line.append(clip(f"{c.function_name!s}", 200), style="bold")
         if c.matched_tool and c.matched_tool != c.function_name:
             line.append(f" -> {c.matched_tool}")
         line.append(f"  [{c.format}]  ")
@@ -94,7 +118,7 @@ def print_analysis(ta: TurnAnalysis, *, text: str, tool_format: str, schema_chec
         if c.categories:
             line.append("  " + ", ".join(c.categories))
         console.print(line)
-        console.print(Text(f"    arguments: {c.arguments!r}", overflow="fold"))
+        console.print(Text(f"    arguments: {clip(repr(c.arguments))}", overflow="fold"))
     for f in ta.findings:
         t = Text("\n")
         t.append(f"{f.severity:<7} ", style=_SEV_STYLE.get(f.severity))
@@ -102,11 +126,11 @@ def print_analysis(ta: TurnAnalysis, *, text: str, tool_format: str, schema_chec
         t.append(f"  chars {f.start}-{f.end}  ({f.rule_id})", style="dim")
         console.print(t)
         console.print(_excerpt(text, f.start, f.end))
-        console.print(Text("    " + f.message, style="italic"), soft_wrap=True)
+        console.print(Text("    " + clip(f.message), style="italic"), soft_wrap=True)
     for c in ta.calls:
         if c.repaired is not None:
             console.print(Text(f"\nrepaired call {c.call_index} ({c.repair_note}):", style="green"))
-            console.print(Text(c.repaired), markup=False, highlight=False)
-            console.print(Text(f"    parses to: {c.repaired_arguments!r}", overflow="fold"))
+            console.print(Text(clip(c.repaired)), markup=False, highlight=False)
+            console.print(Text(f"    parses to: {clip(repr(c.repaired_arguments))}", overflow="fold"))
         elif c.repair_note:
             console.print(Text(f"\ncall {c.call_index}: {c.repair_note}", style="dim"))
