@@ -12,13 +12,18 @@ Rules (README "Bad input loses nothing"):
 * An output may not be, or lie inside, an input path (``scan``'s dumps), and an input may not lie inside a
   fresh output (the scan would read what it writes).
 * Unwritable or invalid paths become one-line :class:`~trajlab.errors.TrajlabError`\\ s (exit 2).
+
+It also holds the state of a write in progress: the writer lock (a second scan into one directory is refused),
+the marker a killed scan leaves (readers refuse such a directory) and the removal of stale temp files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from trajlab.errors import TrajlabError
@@ -184,3 +189,77 @@ def _is_trajlab_report(p: Path) -> bool:
             return _REPORT_TAG in f.read(4096)
     except OSError:
         return False
+
+
+# ------------------------------------------------------------------------------------------------------------
+# a write in progress: the lock, the unfinished-write marker, stale temp files
+
+#: present while a scan rewrites the tables of an output directory; a run killed mid-way leaves it behind
+INCOMPLETE = ".trajlab-incomplete"
+LOCK = ".trajlab-lock"
+_TEMP = re.compile(r"\..+\.tmp")
+
+
+@contextlib.contextmanager
+def write_lock(out: Path) -> Iterator[None]:
+    """Hold the writer lock of ``out`` (an OS lock on :data:`LOCK`, released when the process dies, even by
+    ``kill -9``); a second writer gets a one-line :class:`TrajlabError` (exit 2) instead of racing the first."""
+    import fcntl
+
+    path = Path(out) / LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            except OSError:
+                holder = ""
+            raise TrajlabError(f"{out}: another trajlab run is writing into this directory"
+                               + (f" (pid {holder})" if holder else ""),
+                               hint="wait for it to finish, or write into another directory") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def begin_write(out: Path) -> None:
+    """Mark ``out`` as being rewritten (before the first table is replaced)."""
+    from trajlab.tables import atomic_write_json
+
+    atomic_write_json(Path(out) / INCOMPLETE, {"pid": os.getpid(), "note": "a trajlab scan is rewriting the "
+                                                                          "tables; if no scan runs, it was killed"})
+
+
+def end_write(out: Path) -> None:
+    """The tables and the manifest of ``out`` are consistent again."""
+    (Path(out) / INCOMPLETE).unlink(missing_ok=True)
+
+
+def check_complete(out: str | Path) -> None:
+    """Raise a one-line :class:`TrajlabError` when the last scan into ``out`` did not finish (its tables may be
+    from two different scans). ``sql``, ``report``, ``show`` and ``build-sft-pool`` call it before reading."""
+    if (Path(out) / INCOMPLETE).exists():
+        raise TrajlabError(f"{out}: the last scan into this directory did not finish (killed?); its tables may "
+                           "not belong together", hint=f"re-run the same `trajlab scan ... -o {out}`")
+
+
+def remove_stale_temps(out: Path, subdirs: Iterable[Path] = ()) -> int:
+    """Delete the temp files (``.<name>.tmp``, trajlab's own pattern) that a killed run left in ``out`` and in
+    ``subdirs``; call it only while holding :func:`write_lock`. Returns how many were removed."""
+    n = 0
+    for d in (Path(out), *subdirs):
+        try:
+            names = [x for x in os.scandir(d) if x.is_file(follow_symlinks=False) and _TEMP.fullmatch(x.name)]
+        except OSError:
+            continue
+        for x in names:
+            try:
+                os.unlink(x.path)
+                n += 1
+            except OSError:
+                pass
+    return n

@@ -203,6 +203,9 @@ def discover(out: Path | str) -> dict[str, TableSource]:
     root = Path(out)
     if not root.is_dir():
         raise TableError(f"{root}: no such directory (expected the output of `trajlab scan`)")
+    from trajlab.outpaths import check_complete
+
+    check_complete(root)
     found: dict[str, TableSource] = {}
     for name in SCAN_TABLES:
         p = root / f"{name}.parquet"

@@ -39,7 +39,7 @@ def steps_table(out: Path | str) -> pa.Table:
             pl.col("n_calls").sum().cast(pl.Int64).alias("calls"),
             pl.col("n_malformed_calls").sum().cast(pl.Int64).alias("malformed_calls"),
             (pl.col("n_malformed_calls") > 0).sum().cast(pl.Int64).alias("trajectories_with_malformed"),
-            pl.col("score").mean().alias("mean_score"),
+            pl.col("score").sort().mean().alias("mean_score"),  # sorted first: the same sum in every run
             pl.col("has_final_answer").cast(pl.Float64).mean().alias("final_answer_rate"),
         )
         .collect()

@@ -123,6 +123,9 @@ def open_scan(out: str | Path) -> ScanTables:
         raise TableError(f"scan directory not found: {out}", hint=f"run `trajlab scan DUMPS... -o {out}` first")
     if not out.is_dir():
         raise TableError(f"{out} is not a directory (expected the output directory of `trajlab scan`)")
+    from trajlab.outpaths import check_complete
+
+    check_complete(out)
     paths = {name: out / f"{name}.parquet" for name in REQUIRED_TABLES}
     missing = [f"{n}.parquet" for n, p in paths.items() if not p.is_file()]
     if missing:

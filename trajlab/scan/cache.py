@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trajlab.model import IngestError
+from trajlab.outpaths import INCOMPLETE
 from trajlab.scan.parts import PART_TABLES, done_path
 from trajlab.scan.plan import FileEntry
 from trajlab.tables import STEPS, table_path
@@ -58,6 +59,15 @@ def previous_merge_key(out: Path) -> str | None:
     """The merge key of the scan already in ``out``, when all its tables are still there."""
     if not all(table_path(out, s.name).is_file() for s in (*PART_TABLES, STEPS)):
         return None
+    if (out / INCOMPLETE).exists():  # a scan was killed while rewriting the tables
+        return None
+    import pyarrow.parquet as pq
+
+    for s in (*PART_TABLES, STEPS):  # a damaged table (truncated, overwritten) is rebuilt, never trusted
+        try:
+            pq.read_metadata(table_path(out, s.name))
+        except Exception:  # noqa: BLE001 - ArrowInvalid, OSError...: any unreadable footer
+            return None
     try:
         return json.loads((out / "manifest.json").read_text()).get("merge_key")
     except (OSError, json.JSONDecodeError, AttributeError):

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from trajlab.errors import InputError
 from trajlab.ingest import FileTask, detect_format, discover_inputs, plan_tasks, validate_format_name
 from trajlab.model import IngestError
-from trajlab.outpaths import prepare_out_dir
+from trajlab.outpaths import begin_write, end_write, prepare_out_dir, remove_stale_temps, write_lock
 from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
 from trajlab.scan.ids import file_digest
 from trajlab.scan.options import ScanOptions
@@ -84,85 +84,90 @@ def scan(
     fp = opts.fingerprint()
     prepare_out_dir(out, kind="scan", inputs=paths)  # refuses a user's directory before anything is written
 
-    found = discover_inputs(list(paths))
-    files, errors = found.files, found.errors
-    out_resolved = out.resolve()
-    files = [(p, r) for p, r in files if out_resolved not in p.resolve().parents]
-    if not files and not errors:
-        errors.append(IngestError(", ".join(str(p) for p in paths), None, "no input files found (.jsonl/.json/.parquet)"))
+    with write_lock(out):  # one writer at a time; released at exit, even on kill -9
+        found = discover_inputs(list(paths))
+        files, errors = found.files, found.errors
+        out_resolved = out.resolve()
+        files = [(p, r) for p, r in files if out_resolved not in p.resolve().parents]
+        if not files and not errors:
+            errors.append(IngestError(", ".join(str(p) for p in paths), None, "no input files found (.jsonl/.json/.parquet)"))
 
-    parts_root = out / PARTS_DIR
-    entries: list[FileEntry] = []
-    for p, rel in files:
-        fmt, why = (fmt_forced, "") if fmt_forced else detect_format(p)
-        if fmt is None:
-            errors.append(IngestError(rel, None, why))
-            continue
-        key, size = file_key(p, rel, fmt, fp)
-        tasks = plan_tasks(p, rel, fmt, chunk_bytes_or_default(chunk_bytes))
-        entries.append(FileEntry(p, rel, fmt, size, key, tasks))
+        parts_root = out / PARTS_DIR
+        if parts_root.is_dir():  # what a killed run left half-written: trajlab's own temp files only
+            remove_stale_temps(out, [d for d in parts_root.iterdir() if d.is_dir() and not d.is_symlink()])
+        entries: list[FileEntry] = []
+        for p, rel in files:
+            fmt, why = (fmt_forced, "") if fmt_forced else detect_format(p)
+            if fmt is None:
+                errors.append(IngestError(rel, None, why))
+                continue
+            key, size = file_key(p, rel, fmt, fp)
+            tasks = plan_tasks(p, rel, fmt, chunk_bytes_or_default(chunk_bytes))
+            entries.append(FileEntry(p, rel, fmt, size, key, tasks))
 
-    total_bytes = sum(e.size for e in entries)
-    todo: list[tuple[FileEntry, FileTask]] = []
-    for e in entries:
-        pdir = parts_root / e.key
-        done = load_done(pdir, len(e.tasks)) if incremental else None
-        if done is not None:
-            e.reused, e.stats = True, done
-        else:
-            if pdir.exists():
-                shutil.rmtree(pdir)
-            todo.extend((e, t) for t in e.tasks)
-    run_tasks(todo, opts, parts_root, jobs, progress, total_bytes, sum(e.size for e in entries if e.reused),
-               chunk_bytes_or_default(chunk_bytes))
-    for e in entries:
-        if not e.reused:
-            e.stats = load_done(parts_root / e.key, len(e.tasks)) or []
+        total_bytes = sum(e.size for e in entries)
+        todo: list[tuple[FileEntry, FileTask]] = []
+        for e in entries:
+            pdir = parts_root / e.key
+            done = load_done(pdir, len(e.tasks)) if incremental else None
+            if done is not None:
+                e.reused, e.stats = True, done
+            else:
+                if pdir.exists():
+                    shutil.rmtree(pdir)
+                todo.extend((e, t) for t in e.tasks)
+        run_tasks(todo, opts, parts_root, jobs, progress, total_bytes, sum(e.size for e in entries if e.reused),
+                   chunk_bytes_or_default(chunk_bytes))
+        for e in entries:
+            if not e.reused:
+                e.stats = load_done(parts_root / e.key, len(e.tasks)) or []
 
-    # duplicates: identical content in two files (e.g. the same step copied twice) → keep the first
-    seen: dict[str, str] = {}
-    by_step: dict[tuple[str, str, int], list[str]] = defaultdict(list)
-    keep: list[FileEntry] = []
-    for e in entries:
-        e.sha = content_hash(e.stats)
-        if e.sha in seen:
-            errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.sha]} (identical content); skipped"))
-            continue
-        seen[e.sha] = e.rel
-        keep.append(e)
-        if e.fmt != "openai_messages":
-            for s in e.stats:
-                for split in s.get("splits", []):
-                    if s.get("min_step") is not None and len(e.tasks) == 1:
-                        by_step[(str(Path(e.rel).parent), split, s["min_step"])].append(e.rel)
-    for (_, split, step), rels in sorted(by_step.items()):
-        if len(rels) > 1:
-            errors.append(IngestError(rels[-1], None, f"{split} step {step} also appears in {', '.join(rels[:-1])} (different content); both kept"))
+        # duplicates: identical content in two files (e.g. the same step copied twice) → keep the first
+        seen: dict[str, str] = {}
+        by_step: dict[tuple[str, str, int], list[str]] = defaultdict(list)
+        keep: list[FileEntry] = []
+        for e in entries:
+            e.sha = content_hash(e.stats)
+            if e.sha in seen:
+                errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.sha]} (identical content); skipped"))
+                continue
+            seen[e.sha] = e.rel
+            keep.append(e)
+            if e.fmt != "openai_messages":
+                for s in e.stats:
+                    for split in s.get("splits", []):
+                        if s.get("min_step") is not None and len(e.tasks) == 1:
+                            by_step[(str(Path(e.rel).parent), split, s["min_step"])].append(e.rel)
+        for (_, split, step), rels in sorted(by_step.items()):
+            if len(rels) > 1:
+                errors.append(IngestError(rels[-1], None, f"{split} step {step} also appears in {', '.join(rels[:-1])} (different content); both kept"))
 
-    out.mkdir(parents=True, exist_ok=True)
-    keep.sort(key=lambda e: (min((s["min_step"] for s in e.stats if s.get("min_step") is not None), default=1 << 62), e.rel))
-    mkey = merge_key(keep, errors)
-    if previous_merge_key(out) != mkey:  # else every table already holds exactly these parts
-        merge_parts(keep, parts_root, out, errors, progress)
-        write_table(STEPS, steps_table(out), table_path(out, "steps"))
-    prune_parts(parts_root, {e.key for e in entries})
-    steps = pq.read_table(table_path(out, "steps"))
-    summary = summarise(out, keep, steps, time.perf_counter() - t0)
-    summary.skipped = found.skipped
-    options = {
-        "tool_format": tool_format,
-        "tools": str(tools) if isinstance(tools, (str, Path)) else (None if tools is None else "<list>"),
-        "input_format": fmt_forced,
-        "rules_dirs": list(rdirs),
-    }
-    atomic_write_json(out / "manifest.json", manifest(entries, summary, options=options, rules_dirs=rdirs,
-                                                      merge_key=mkey))
-    if strict and summary.ingest_errors:
-        raise InputError(
-            f"{summary.ingest_errors} ingest error(s) (--strict); first: {summary.ingest_error_examples[0]}",
-            hint=f"see {table_path(out, 'ingest_errors')}",
-        )
-    return summary
+        out.mkdir(parents=True, exist_ok=True)
+        keep.sort(key=lambda e: (min((s["min_step"] for s in e.stats if s.get("min_step") is not None), default=1 << 62), e.rel))
+        mkey = merge_key(keep, errors)
+        if not incremental or previous_merge_key(out) != mkey:  # else every table already holds exactly these parts
+            begin_write(out)  # a kill from here to the manifest leaves a marker that readers refuse
+            merge_parts(keep, parts_root, out, errors, progress)
+            write_table(STEPS, steps_table(out), table_path(out, "steps"))
+        prune_parts(parts_root, {e.key for e in entries})
+        steps = pq.read_table(table_path(out, "steps"))
+        summary = summarise(out, keep, steps, time.perf_counter() - t0)
+        summary.skipped = found.skipped
+        options = {
+            "tool_format": tool_format,
+            "tools": str(tools) if isinstance(tools, (str, Path)) else (None if tools is None else "<list>"),
+            "input_format": fmt_forced,
+            "rules_dirs": list(rdirs),
+        }
+        atomic_write_json(out / "manifest.json", manifest(entries, summary, options=options, rules_dirs=rdirs,
+                                                          merge_key=mkey))
+        end_write(out)
+        if strict and summary.ingest_errors:
+            raise InputError(
+                f"{summary.ingest_errors} ingest error(s) (--strict); first: {summary.ingest_error_examples[0]}",
+                hint=f"see {table_path(out, 'ingest_errors')}",
+            )
+        return summary
 
 
 def run_tasks(

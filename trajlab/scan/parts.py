@@ -9,6 +9,7 @@ A worker writes one Arrow IPC file (lz4) per table with rows for each range it p
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -77,7 +78,7 @@ def write_parts(task: FileTask, digest: str, pdir: Path, tables: dict[str, pa.Ta
 
 def write_part(table: pa.Table, path: Path) -> None:
     """Atomically write a part file (temp file, then rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # never shared with a racer
     with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
             sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
         w.write_table(table)
