@@ -7,6 +7,7 @@ other format -- goes through the ``records`` engine (:mod:`trajlab.scan.records`
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,25 @@ def process_unit(unit: list[tuple[FileTask, str, str]], opts: ScanOptions) -> li
     datas.clear()
     release_memory()
     return stats
+
+
+def worker_init(parent_pid: int) -> None:
+    """Initializer of a scan worker process: die with the scan (Linux: the kernel sends SIGKILL when the parent
+    dies, even by ``kill -9``/the OOM killer), and leave Ctrl-C to the parent (exit quietly, no traceback)."""
+    import signal
+
+    def quiet_exit(*_: object) -> None:
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, quiet_exit)
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux/glibc: the pool's own broken-pipe check remains
+        pass
+    if os.getppid() != parent_pid:  # the parent died before the line above
+        os._exit(1)
 
 
 def release_memory() -> None:
