@@ -8,7 +8,7 @@ tool-schema parsing, the "NO suffix" rule) is cached per distinct prompt, so a G
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -27,6 +27,41 @@ class TrajectoryAnalysis:
     n_malformed: int
     has_final_answer: bool
     truncated: bool
+    notes: list[str] = field(default_factory=list)  # e.g. a turn over the per-turn cap (ingest_errors rows)
+
+
+#: per-turn work cap: an assistant turn is classified in full up to this many characters or this many calls
+#: (``<tool_call>`` openers), whichever comes first; the rest is counted (openers, characters) and reported
+TURN_CLASSIFY_CHARS = 4 * 1024 * 1024
+TURN_CLASSIFY_CALLS = 1000
+CALL_OPENER = "<tool_call>"
+
+
+def turn_cut(text: str) -> int | None:
+    """Where the classified part of an oversized turn ends (never inside a call: at a ``<tool_call>`` opener
+    when there is one), or None when the whole turn is classified."""
+    if len(text) <= TURN_CLASSIFY_CHARS and text.count(CALL_OPENER) <= TURN_CLASSIFY_CALLS:
+        return None
+    pos, n = -1, 0
+    while n < TURN_CLASSIFY_CALLS:
+        pos = text.find(CALL_OPENER, pos + 1, TURN_CLASSIFY_CHARS)
+        if pos < 0:
+            break
+        n += 1
+    if n == TURN_CLASSIFY_CALLS:  # cut before the first call past the call cap (or the char cap)
+        nxt = text.find(CALL_OPENER, pos + 1, TURN_CLASSIFY_CHARS)
+        if nxt > 0:
+            return nxt
+    last = text.rfind(CALL_OPENER, 0, TURN_CLASSIFY_CHARS)
+    return last if last > 0 and len(text) > TURN_CLASSIFY_CHARS else TURN_CLASSIFY_CHARS
+
+
+def cap_note(turn_index: int, text: str, cut: int) -> str:
+    """The ``ingest_errors`` reason for a turn classified only up to ``cut``."""
+    rest = len(text) - cut
+    return (f"turn {turn_index}: {len(text):,} characters, over the per-turn cap ({TURN_CLASSIFY_CALLS:,} calls or "
+            f"{TURN_CLASSIFY_CHARS // (1 << 20)} Mi characters); classified the first {cut:,} characters, "
+            f"counted {text.count(CALL_OPENER, cut):,} more call openers in the remaining {rest:,} (not classified)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +123,7 @@ def analyze_trajectory(
     asst = [t for t in rec.turns if t.role == "assistant"]
     last_asst = asst[-1].index if asst else -1
     out: list[tuple[Turn, TurnAnalysis | None]] = []
+    notes: list[str] = []
     n_calls = n_bad = 0
     last_has_call = False
     truncated = False
@@ -96,8 +132,11 @@ def analyze_trajectory(
             out.append((t, None))
             continue
         is_last = t.index == last_asst and t.char_end == len(rec.output)
+        cut = turn_cut(t.text)
+        if cut is not None:
+            notes.append(cap_note(t.index, t.text, cut))
         ta = analyze_turn(
-            t.text, tool_format=fmt or "none", tools=use_tools, context=contexts[is_last], rules_dirs=rules_dirs,
+            t.text if cut is None else t.text[:cut], tool_format=fmt or "none", tools=use_tools, context=contexts[is_last], rules_dirs=rules_dirs,
             spans=with_spans,
         )
         out.append((t, ta))
@@ -125,6 +164,7 @@ def analyze_trajectory(
         n_malformed=n_bad,
         has_final_answer=bool(asst) and not last_has_call and not truncated,
         truncated=truncated,
+        notes=notes,
     )
 
 

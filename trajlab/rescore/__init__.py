@@ -396,11 +396,18 @@ def _run_checkpoint(
     ldir = outputs.label_dir(out, ref.label)
     pdir = outputs.parts_dir(out, ref.label)
     done: set[str] = set()
+    run_opts = {"checkpoint": str(ref.path), "tokenizer": str(tokenizer) if tokenizer else "checkpoint",
+                "dtype": dtype, "tokens_mode": tokens,
+                "thresholds": {"intrusion": th.intrusion, "dropout": th.dropout,
+                               "intrusion_regions": list(th.intrusion_regions),
+                               "dropout_regions": list(th.dropout_regions)}}
     if info.is_main:
         if resume:
+            outputs.check_resume_options(out, ref.label, run_opts)  # never mix parts scored two ways
             done = outputs.prepare_resume(out, ref.label)
         else:
             outputs.clear_parts(pdir)
+        outputs.write_resume_options(out, ref.label, run_opts)
     dist_mod.barrier(info)
     if resume and not info.is_main:
         done = outputs.done_ids(out, ref.label)

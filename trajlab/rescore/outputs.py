@@ -238,6 +238,45 @@ def complete_parts(pdir: Path) -> list[str]:
     return sorted(p.name for p in d.glob("*.parquet") if _PART_RE.match(p.name)) if d.exists() else []
 
 
+def _options_path(out: Path, label: str) -> Path:
+    return parts_dir(out, label) / "options.json"
+
+
+def write_resume_options(out: Path, label: str, opts: dict[str, Any]) -> None:
+    """Record the options the parts of ``label`` are scored with (checked by ``--resume``)."""
+    from trajlab.tables import atomic_write_json
+
+    atomic_write_json(_options_path(out, label), opts, fsync=False)
+
+
+def check_resume_options(out: Path, label: str, opts: dict[str, Any]) -> None:
+    """``--resume`` only continues a run scored with the same options: the earlier run's options (its parts'
+    ``options.json``, else its finished ``manifest.json``) must equal ``opts``; else a one-line error."""
+    import json
+
+    from trajlab.errors import TrajlabError
+
+    prev: dict[str, Any] | None = None
+    for src in (_options_path(out, label), label_dir(out, label) / "manifest.json"):
+        try:
+            raw = json.loads(src.read_text())
+        except (OSError, ValueError):
+            continue
+        if src.name == "manifest.json":
+            raw = {"checkpoint": raw.get("checkpoint", {}).get("path"), "tokenizer": raw.get("tokenizer"),
+                   "dtype": raw.get("dtype"), "tokens_mode": raw.get("tokens_mode"),
+                   "thresholds": raw.get("thresholds")}
+        prev = raw
+        break
+    if prev is None:
+        return
+    changed = sorted(k for k in opts if prev.get(k) != json.loads(json.dumps(opts[k])))
+    if changed:
+        raise TrajlabError(
+            f"--resume: checkpoint {label} was scored with other {', '.join(changed)} than now; its results "
+            "cannot be continued with these options", hint="run without --resume to score it again from the start")
+
+
 def prepare_resume(out: Path, label: str) -> set[str]:
     """Drop incomplete parts, fold an earlier merged result into the parts, return the ids already scored."""
     ldir = label_dir(out, label)

@@ -46,10 +46,28 @@ def process_segments(items: list[tuple[FileTask, bytes, str]], opts: ScanOptions
     rs = get_ruleset(opts.rules_dirs)
     if not available(rs, opts.rules_dirs):
         return None
+    from trajlab.analyze import TURN_CLASSIFY_CHARS
+
+    if any(_has_line_over(d, TURN_CLASSIFY_CHARS) for _, d, _ in items):  # the per-turn cap is the record loop's
+        return None
     df, _why = read_clean_segments([Segment(d, t.step, t.split, t.first_line) for t, d, _ in items])
     if df is None:
         return None
     return _Range([t for t, _, _ in items], [h for _, _, h in items], opts, df, rs).tables()
+
+
+def _has_line_over(data: bytes, limit: int) -> bool:
+    """Whether ``data`` has a line longer than ``limit`` bytes (one ``find`` per line, C speed)."""
+    if len(data) <= limit:
+        return False
+    pos = 0
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        end = len(data) if nl < 0 else nl
+        if end - pos > limit:
+            return True
+        pos = end + 1
+    return False
 
 
 class _Range:

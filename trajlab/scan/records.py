@@ -67,6 +67,8 @@ def record_rows(rec: RawTrajectory, opts: ScanOptions, rows: Rows, traj_id: str,
         turns.append((traj_id, turn.index, turn.role, turn.text, turn.char_start, turn.char_end))
         if ta is not None:
             turn_rows(traj_id, turn.index, turn.char_start, ta, rec.step, rec.split, rows["calls"], rows["findings"])
+    for note in an.notes:  # e.g. a turn over the per-turn cap: what was counted but not classified
+        rows["ingest_errors"].append((rec.source_path, rec.source_line, note))
 
 
 def turn_rows(traj_id: str, ti: int, off: int, ta: TurnAnalysis, step: int | None, split: str,
