@@ -33,7 +33,7 @@ def hostile_scan(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = root / "run" / "rollout"
     d.mkdir(parents=True)
     lines = []
-    for i, h in enumerate(HOSTILE):
+    for h in HOSTILE:
         out = output_of([xml_call(f"search_web{h}", queries=[h])], [f"tool says {h}"]) + f"answer {h}"
         lines.append(json.dumps(legacy_line(1, qwen35_prompt(f"question {h}"), out, 1.0), ensure_ascii=False))
     (d / "1.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")

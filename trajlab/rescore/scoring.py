@@ -126,6 +126,10 @@ class ChunkedScorer:
         self._bufs: tuple[Any, Any] | None = None
 
     # ------------------------------------------------------------------------------------------ batches
+    def probe(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        """Score a few short requests in one batch, outside the run's accounting (e.g. a sanity check)."""
+        return list(self._score_batch(list(requests)))
+
     def score(
         self, requests: Sequence[ScoreRequest], progress: Callable[[int], None] | None = None
     ) -> list[ScoreResult]:

@@ -419,5 +419,5 @@ def tokenizer_fit_gap(scorer: Any, tokenizer: PreTrainedTokenizerBase, text: str
     shuffled = ids.copy()
     np.random.default_rng(0).shuffle(shuffled)
     pos = np.arange(1, ids.shape[0], dtype=np.int64)
-    a, b = scorer.score([ScoreRequest(ids, pos), ScoreRequest(shuffled, pos)])
+    a, b = scorer.probe([ScoreRequest(ids, pos), ScoreRequest(shuffled, pos)])
     return float(np.mean(a.logprob) - np.mean(b.logprob))

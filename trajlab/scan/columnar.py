@@ -46,9 +46,7 @@ def process_segments(items: list[tuple[FileTask, bytes, str]], opts: ScanOptions
     rs = get_ruleset(opts.rules_dirs)
     if not available(rs, opts.rules_dirs):
         return None
-    from trajlab.analyze import TURN_CLASSIFY_CHARS
-
-    if any(_has_line_over(d, TURN_CLASSIFY_CHARS) for _, d, _ in items):  # the per-turn cap is the record loop's
+    if any(_over_turn_cap(d) for _, d, _ in items):  # the per-turn cap is the record loop's
         return None
     df, _why = read_clean_segments([Segment(d, t.step, t.split, t.first_line) for t, d, _ in items])
     if df is None:
@@ -56,15 +54,19 @@ def process_segments(items: list[tuple[FileTask, bytes, str]], opts: ScanOptions
     return _Range([t for t, _, _ in items], [h for _, _, h in items], opts, df, rs).tables()
 
 
-def _has_line_over(data: bytes, limit: int) -> bool:
-    """Whether ``data`` has a line longer than ``limit`` bytes (one ``find`` per line, C speed)."""
-    if len(data) <= limit:
+def _over_turn_cap(data: bytes) -> bool:
+    """Whether a line of ``data`` may hold a turn over the per-turn cap (more characters or call openers than
+    :func:`trajlab.analyze.turn_cut` allows); checked line by line only when the whole range could be."""
+    from trajlab.analyze import CALL_OPENER, TURN_CLASSIFY_CALLS, TURN_CLASSIFY_CHARS
+
+    opener = CALL_OPENER.encode()
+    if len(data) <= TURN_CLASSIFY_CHARS and data.count(opener) <= TURN_CLASSIFY_CALLS:
         return False
     pos = 0
     while pos < len(data):
         nl = data.find(b"\n", pos)
         end = len(data) if nl < 0 else nl
-        if end - pos > limit:
+        if end - pos > TURN_CLASSIFY_CHARS or data.count(opener, pos, end) > TURN_CLASSIFY_CALLS:
             return True
         pos = end + 1
     return False
