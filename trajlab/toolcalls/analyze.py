@@ -34,6 +34,16 @@ from trajlab.toolcalls.jsonbody import find_bare_json
 from trajlab.toolcalls.names import match_name
 from trajlab.toolcalls.ruleset import RuleSet, get_ruleset
 from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, tool_index, verl_convert
+from trajlab.toolcalls.verl_parser import (
+    AS_INTENDED,
+    DIFFERENTLY,
+    DROPPED,
+    VERL_VERSION,
+    VerlCall,
+    describe,
+    same_value,
+    verl_calls,
+)
 
 #: take the fast paths: :mod:`.fastpath` for turns whose calls are canonical or simple, and the format scanners'
 #: regex readers (tests switch it off to compare with the full pipeline: the token state machines)
@@ -223,8 +233,9 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
     calls: list[ParsedCall] = []
     findings: list[Finding] = []
     spans: list[tuple[int, int, str, int | None]] = []
+    vcalls = verl_calls(text, fmt, index) if drafts else None
     for i, d in enumerate(drafts):
-        pc, fs = _finish(i, d, text, fmt, index, rs, tools, repair)
+        pc, fs = _finish(i, d, text, fmt, index, rs, tools, repair, vcalls)
         calls.append(pc)
         findings += fs
         if want_spans and not d.in_think:
@@ -385,7 +396,7 @@ def _finding(rs: RuleSet, iss: Issue, fmt_key: str, call_index: int | None) -> F
 
 
 def _finish(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | None, rs: RuleSet, tools: Any,
-            repair: bool) -> tuple[ParsedCall, list[Finding]]:
+            repair: bool, vcalls: list[VerlCall] | None = None) -> tuple[ParsedCall, list[Finding]]:
     fmt_key = fmt if fmt in FORMATS else (d.fmt if d.fmt in FORMATS else "none")
     for iss in d.issues:
         if iss.category == "foreign_format":
@@ -397,6 +408,9 @@ def _finish(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | None, 
     args = _arguments(d, props)
     if tool is not None and args is not None:
         renames = _check_params(d, tool, rs, args)
+    verdict, mine = _verl_verdict(d, args, vcalls)
+    if verdict is not None:
+        _verl_issues(d, fmt, verdict, mine, vcalls, text)
     findings: list[Finding] = []
     bad: set[str] = set()
     for iss in d.issues:
@@ -404,13 +418,96 @@ def _finish(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | None, 
         findings.append(f)
         if f.severity in _BAD:
             bad.add(f.category)
+    if verdict is not None and verdict != AS_INTENDED and not d.literals:
+        _say_what_verl_does(findings, fmt, verdict, mine, vcalls)
     cats = sorted(bad)
     repaired = repaired_args = note = None
     if cats and repair:
         repaired, repaired_args, note = _repair(d, findings, text, fmt, repair_name, renames, props, tools, index, rs)
     pc = parsed_call(i, d.fmt, text[d.start:d.end], d.start, d.end, d.name, matched, args,
                      "malformed" if cats else "ok", cats, repaired, repaired_args, note)
+    pc.verl_executes = verdict
+    if verdict == DIFFERENTLY:
+        pc.verl_function_name, pc.verl_arguments = mine[0].name, mine[0].arguments
     return pc, findings
+
+
+# -- verl's reading ------------------------------------------------------------------------------------------
+
+
+def _verl_verdict(d: CallDraft, args: Any, vcalls: list[VerlCall] | None) -> tuple[str | None, list[VerlCall]]:
+    """How verl executes the call ``d`` (``as_intended`` | ``differently`` | ``dropped``; None: not modelled for
+    the turn's format), and verl's calls read from its text."""
+    if vcalls is None:
+        return None, []
+    mine = [v for v in vcalls if d.start <= v.anchor < d.end]
+    if not mine:
+        return DROPPED, mine
+    if len(mine) == 1 and mine[0].name == d.name and same_value(mine[0].arguments, args):
+        return AS_INTENDED, mine
+    return DIFFERENTLY, mine
+
+
+def _verl_does(fmt: str, verdict: str, mine: list[VerlCall], vcalls: list[VerlCall] | None) -> str:
+    """One sentence: what verl's parser executes for the call."""
+    who = f"verl {VERL_VERSION}'s {fmt} parser"
+    if verdict == DROPPED:
+        end = " and, with no other call in the turn, the trajectory ends" if not vcalls else ""
+        return f"{who} executes no call for it{end}"
+    if verdict == AS_INTENDED:
+        return f"{who} executes it as written"
+    more = f" (and {len(mine) - 1} more call{'s' if len(mine) > 2 else ''} read from its text)" if len(mine) > 1 \
+        else ""
+    return f"{who} executes `{describe(mine[0])}`{more}"
+
+
+def _verl_issues(d: CallDraft, fmt: str, verdict: str, mine: list[VerlCall], vcalls: list[VerlCall] | None,
+                 text: str) -> None:
+    """The findings that come from comparing the two readings of ``d``.
+
+    Tag text inside a value: ``literal_tag_text`` (info when verl reads the call as intended, an error when it
+    cuts, merges or drops it; ``nested_call`` when the text is a whole call). A call that verl executes
+    differently with nothing else to explain it: ``verl_mismatch``."""
+    does = _verl_does(fmt, verdict, mine, vcalls)
+    if d.literals:
+        s, e = d.literals[0]
+        param = next((p.name for p in d.params if p.value_start <= s < max(p.value_end, p.value_start + 1)), "")
+        tags = ", ".join(dict.fromkeys(f"`{snip(text[a:b], 30)}`" for a, b in d.literals[:4]))
+        if verdict == AS_INTENDED:
+            d.add("literal_tag_text", "as_intended", s, e, param=param, tags=tags, verl=does)
+            return
+        whole = any(text.startswith("<tool_call>", a) for a, _ in d.literals) and \
+            any(text.startswith("</tool_call>", a) for a, _ in d.literals)
+        if d.fmt == "hermes" and all(text.startswith("</", a) or text.startswith("<tool_call>", a)
+                                     for a, _ in d.literals):
+            # JSON can spell `</` as `<\/`: verl's regex no longer sees the tag, json.loads reads the same text
+            edits = [Edit(a + 1, a + 1, "\\", f"escaped `{snip(text[a:b], 30)}` as `<\\/...`")
+                     for a, b in d.literals if text.startswith("</", a)]
+            d.add("literal_tag_text", "dropped" if verdict == DROPPED else "mangled", s, e, param=param, tags=tags,
+                  verl=does, edits=edits,
+                  blocker=None if edits else "verl reads the tag text in the value as markup")
+            return
+        cat, variant = ("nested_call", "in_value") if whole else (
+            "literal_tag_text", "dropped" if verdict == DROPPED else "mangled")
+        d.add(cat, variant, s, e, param=param, tags=tags, verl=does,
+              blocker="the value holds tag text that verl's parser reads as markup, and raw XML values have no escape")
+        return
+    if verdict == AS_INTENDED or d.issues:
+        return  # the call's own findings say why (their messages get verl's reading)
+    d.add("verl_mismatch", "dropped" if verdict == DROPPED else "differently", d.start, d.end, verl=does,
+          blocker="trajlab does not know why verl reads this call differently")
+
+
+def _say_what_verl_does(findings: list[Finding], fmt: str, verdict: str, mine: list[VerlCall],
+                        vcalls: list[VerlCall] | None) -> None:
+    """Append what verl executes to the message of the call's most severe finding."""
+    if not findings:
+        return
+    order = {"error": 0, "warning": 1, "info": 2}
+    f = min(findings, key=lambda x: order.get(x.severity, 3))
+    if f.category in ("verl_mismatch", "verl_conversion_divergence") and "verl" in f.message:
+        return
+    f.message = f"{f.message.rstrip()} In fact, {_verl_does(fmt, verdict, mine, vcalls)}."
 
 
 def _check_name(d: CallDraft, index: ToolIndex | None, rs: RuleSet) -> tuple[str | None, str | None]:

@@ -166,6 +166,114 @@ def _classify(s: int, e: int, slash: str, ws: str, kw: str, tail: str, gt: str, 
     return tok
 
 
+# -- tag text inside values ------------------------------------------------------------------------------------
+
+
+def standalone(text: str, start: int) -> bool:
+    """Whether a tag at ``start`` begins its line (only spaces or tabs before it since the last newline): where
+    the chat template writes every tag of a call. Tag text a model writes *inside* a value (``x = "<tool_call>"``)
+    usually sits after other text on its line."""
+    p = start
+    while p > 0 and text[p - 1] in " \t":
+        p -= 1
+    return p == 0 or text[p - 1] in "\n\r"
+
+
+def _closes_value(text: str, toks: list[Tok], i: int) -> bool:
+    """Whether the ``</parameter>`` token ``toks[i]`` can end a value: only whitespace lies between it and the
+    next tag, which opens a parameter, closes the function or the call, or opens the next call (or it is the
+    last tag)."""
+    if i + 1 >= len(toks):
+        return True
+    u = toks[i + 1]
+    gap = text[toks[i].end:u.start]
+    return u.kind in (PO, FC, CC, CO) and (not gap or gap.isspace())
+
+
+def literal_tags(text: str, toks: list[Tok]) -> tuple[list[Tok], list[Tok]]:
+    """Split the tokens into the call structure and the tag text that belongs to a parameter value.
+
+    The intended reading of a value is the one the closing structure supports: inside an open value a tag is
+    text when a ``</parameter>`` that can end the value (:func:`_closes_value`) still follows before the next
+    call begins, and
+
+    * it is a ``</parameter>`` that cannot end the value (text follows it on the line, or another
+      ``</parameter>`` does: a run of them ends the value at its last one);
+    * it is written inside a line (after other text, not right after a letter or digit, where a compact call
+      would put it) -- ``x = "<tool_call>"``, ``doc = "<parameter=path>"``, ``s = "</function>"``;
+    * it opens a complete ``<tool_call>``/``<function=`` block on lines of its own (an example call in a file
+      or prompt the model writes): the whole block up to its closing tag is text;
+    * it is a ``</function>`` or ``</tool_call>`` on a line of its own.
+
+    Anything else keeps its structural meaning, so malformed calls (a missing ``</parameter>`` before the next
+    ``<parameter=`` on its own line, a call cut short) read as before. Returns (structure, literal tags).
+    """
+    n = len(toks)
+    # later[k]: a `</parameter>` that can end a value comes at k or after, before a call opens on its own line
+    later = [False] * (n + 1)
+    for k in range(n - 1, -1, -1):
+        t = toks[k]
+        if t.kind == PC and _closes_value(text, toks, k):
+            later[k] = True
+        elif t.kind == CO and standalone(text, t.start):
+            later[k] = False
+        else:
+            later[k] = later[k + 1]
+    out: list[Tok] = []
+    lit: list[Tok] = []
+    in_value = False
+    i = 0
+    while i < n:
+        t = toks[i]
+        k = t.kind
+        if not in_value:
+            out.append(t)
+            in_value = k == PO
+            i += 1
+            continue
+        if k == PC:
+            if _closes_value(text, toks, i) or not later[i + 1]:
+                out.append(t)
+                in_value = False
+            else:
+                lit.append(t)
+            i += 1
+            continue
+        if standalone(text, t.start):
+            if k in (CO, FO):
+                close = CC if k == CO else FC
+                j = next((x for x in range(i + 1, n) if toks[x].kind == close), -1)
+                if j >= 0 and later[j + 1]:
+                    lit += toks[i:j + 1]
+                    i = j + 1
+                    continue
+            elif k in (FC, CC) and later[i + 1]:
+                lit.append(t)
+                i += 1
+                continue
+        elif later[i + 1] and not text[t.start - 1].isalnum():
+            lit.append(t)
+            i += 1
+            continue
+        out.append(t)
+        in_value = k == PO
+        i += 1
+    return out, lit
+
+
+def _attach_literals(drafts: list[CallDraft], lit: list[Tok]) -> None:
+    """Record each literal tag on the call whose text holds it."""
+    j = 0
+    for d in drafts:  # (sorted by start; calls do not overlap)
+        while j < len(lit) and lit[j].start < d.start:
+            j += 1
+        while j < len(lit) and lit[j].start < d.end:
+            if d.literals is None:
+                d.literals = []
+            d.literals.append((lit[j].start, lit[j].end))
+            j += 1
+
+
 # -- issues (shared by the scanner and the reader of simple calls) --------------------------------------------
 
 
@@ -299,6 +407,8 @@ def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, Ca
         nxt = _tag_at(text, q, hi, rs)
         if nxt is None or nxt.kind in (CO, FO) or (nxt.kind == PO and nxt.variant is not None):
             return None
+        if nxt.kind != PC and not standalone(text, q):
+            return None  # a tag inside a line may be text of the value (`literal_tags`): the scanner decides
         if nxt.kind == PC:
             r = _tag_read(r, text, start, nxt)
             pos, nxt = nxt.end, None
@@ -960,7 +1070,11 @@ class Qwen3CoderFormat(ToolFormat):
         toks = _lex(text, lo, hi, rs, excluded)
         if not toks:
             return [], []
-        return _Scanner(text, lo, hi, rs, toks, spans).run()
+        toks, lit = literal_tags(text, toks)
+        calls, issues = _Scanner(text, lo, hi, rs, toks, spans).run()
+        if lit:
+            _attach_literals(calls, lit)
+        return calls, issues
 
     def render(self, name: str, arguments: dict[str, Any]) -> str:
         import json
