@@ -33,7 +33,7 @@ from trajlab.toolcalls.formats import FORMATS
 from trajlab.toolcalls.jsonbody import find_bare_json
 from trajlab.toolcalls.names import match_name
 from trajlab.toolcalls.ruleset import RuleSet, get_ruleset
-from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, tool_index, verl_convert
+from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, intended_value, tool_index
 from trajlab.toolcalls.verl_parser import (
     AS_INTENDED,
     DIFFERENTLY,
@@ -350,7 +350,7 @@ def _after_canonical(text: str, fast: FastTurn, think: list[tuple[int, int, int,
             d = CallDraft(last.format, last.start, last.end, name, issues=[iss])
             again = fast.arguments_again(last.call_index, index)
             last.repaired, last.repaired_arguments, last.repair_note = _repair(
-                d, [f], text, fmt, name, {}, tool.properties if tool is not None else {}, tools, index, rs,
+                d, [f], text, fmt, name, {}, tool.intended if tool is not None else {}, tools, index, rs,
                 recheck=None if again is MISSING else (1, again, []))
     return [f]
 
@@ -403,7 +403,7 @@ def _finish(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | None, 
             iss.params.setdefault("expected", fmt if fmt in FORMATS else "trainer's")
     matched, repair_name = _check_name(d, index, rs)
     tool = index.tools.get(matched) if index is not None and matched is not None else None
-    props = tool.properties if tool is not None else {}
+    props = tool.intended if tool is not None else {}
     renames: dict[str, str] = {}
     args = _arguments(d, props)
     if tool is not None and args is not None:
@@ -568,12 +568,12 @@ def _arguments(d: CallDraft, props: dict[str, Any]) -> Any:
     if d.json_args is not MISSING:
         a = d.json_args
         if isinstance(a, dict) and d.coerce_strings and props:
-            return {k: (verl_convert(v, k, props) if isinstance(v, str) else v) for k, v in a.items()}
+            return {k: (intended_value(v, k, props) if isinstance(v, str) else v) for k, v in a.items()}
         return a if a is not MISSING else None
     out: dict[str, Any] = {}
     for p in d.params:
         if p.raw is not None:
-            out[p.name] = verl_convert(p.raw, p.name, props)
+            out[p.name] = intended_value(p.raw, p.name, props)
         else:
             out[p.name] = p.value
     return out
@@ -581,7 +581,7 @@ def _arguments(d: CallDraft, props: dict[str, Any]) -> Any:
 
 def _check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, str]:
     """Schema checks of the parameters; returns garbled parameter renames {written: declared}."""
-    props = tool.properties
+    props = tool.intended
     fs, fe = (d.name_start, d.name_end) if d.name_start >= 0 else (d.start, d.end)
     renames: dict[str, str] = {}
     if not isinstance(args, dict) and not d.params:
@@ -626,8 +626,7 @@ def _check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, 
         prop = props[name]
         last = occ[-1]
         if last.raw is not None:
-            tc = check_xml_value(last.raw, prop, args.get(name) if isinstance(args, dict) and name in args else
-                                 verl_convert(last.raw, name, props))
+            tc = check_xml_value(last.raw, prop, verl_prop=tool.properties.get(name, prop))
             if tc.ok and not tc.divergence:
                 continue  # the common case: nothing to report
             shown = last.raw
@@ -715,7 +714,7 @@ def _repair(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: st
             if target == "qwen3_coder":
                 body = fmt_mod.render_raw(name, list(raw_params.items()))
             else:
-                body = fmt_mod.render(name, {k: verl_convert(v, k, props) for k, v in raw_params.items()})
+                body = fmt_mod.render(name, {k: intended_value(v, k, props) for k, v in raw_params.items()})
         else:
             args = _arguments(d, props)
             if not isinstance(args, dict):
