@@ -49,6 +49,7 @@ from trajlab.toolcalls.verl_parser import (
 #: regex readers (tests switch it off to compare with the full pipeline: the token state machines)
 FAST_PATH = True
 _PLACEMENT = ("text_after_call", "call_inside_think")
+_OPENER = re.compile(r"<(parameter|function)=([^<>\n]*)>")
 _SPECIAL_TOKENS = re.compile(r"<\|(?:im_end|endoftext|eot_id|end|im_start)\|>")
 _BAD = ("error", "warning")
 
@@ -241,6 +242,13 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
         if want_spans and not d.in_think:
             spans += [(s, e, k, i) for k, s, e in d.spans]
 
+    if (fmt == "qwen3_coder" and index is not None and not think and not has_foreign and not rs.regex_rules
+            and (turn_issues or any(f.severity in _BAD for f in findings))):
+        alt = _closed_reading(text, fmt, index, rs, tools, repair, ctx, want_spans)
+        if alt is not None:
+            calls, findings, spans, drafts = alt
+            turn_issues = []
+
     fmt_key = fmt if fmt in FORMATS else "none"
     for iss in turn_issues:
         findings.append(_finding(rs, iss, fmt_key, None))
@@ -259,6 +267,46 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
     if len(findings) > 1:
         findings.sort(key=_finding_key)
     return TurnAnalysis(calls, findings, tiled if with_spans else [])
+
+
+def _closed_reading(text: str, fmt: str, index: ToolIndex, rs: RuleSet, tools: Any, repair: bool,
+                    ctx: TurnContext, want_spans: bool) -> tuple[Any, Any, Any, Any] | None:
+    """The turn read as verl's regexes read closed calls (:func:`.format_qwen3_coder.closed_reading`), when that
+    reading is clean -- every call declared, complete and well-typed, no error or warning -- and the tag text it
+    puts inside values is not a parameter the call leaves out (that is a ``</parameter>`` the model forgot):
+    (calls, findings, spans, drafts); None when the scanner's reading stands."""
+    from trajlab.toolcalls.format_qwen3_coder import closed_reading, standalone
+
+    drafts = closed_reading(text, 0, len(text))
+    if drafts is None or not any(d.literals for d in drafts):
+        return None  # (without tag text inside a value the two readings do not differ in what matters here)
+    for d in drafts:
+        tool = index.tools.get(d.name or "")
+        if tool is None:
+            return None
+        given = {p.name for p in d.params}
+        for a, b in d.literals or ():
+            m = _OPENER.match(text, a, b)
+            if m is None:
+                continue
+            if m.group(1) == "parameter" and m.group(2) in tool.properties and m.group(2) not in given:
+                return None  # a declared parameter the call lacks: its `</parameter>` is missing, not text
+            if m.group(1) == "function" and m.group(2) in index.tools and standalone(text, a, b):
+                return None  # a call of a declared tool on its own lines: a new call after a cut one
+    _turn_facts(text, drafts, [], ctx)
+    vcalls = verl_calls(text, fmt, index)
+    calls: list[ParsedCall] = []
+    findings: list[Finding] = []
+    spans: list[tuple[int, int, str, int | None]] = []
+    for i, d in enumerate(drafts):
+        pc, fs = _finish(i, d, text, fmt, index, rs, tools, repair, vcalls)
+        if any(f.severity in _BAD for f in fs if f.category not in ("literal_tag_text", "nested_call")):
+            return None
+        calls.append(pc)
+        findings += fs
+        if want_spans:
+            spans += [(s, e, k, i) for k, s, e in d.spans]
+    return calls, findings, spans, drafts
 
 
 def _finding_key(f: Finding) -> tuple[int, int, str]:
@@ -419,7 +467,16 @@ def _finish(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | None, 
         if f.severity in _BAD:
             bad.add(f.category)
     if verdict is not None and verdict != AS_INTENDED and not d.literals:
-        _say_what_verl_does(findings, fmt, verdict, mine, vcalls)
+        if not any(f.severity == "error" or f.category == "verl_conversion_divergence" for f in findings):
+            # verl drops or mangles the call while no finding says so with an error: say it
+            iss = d.add("verl_mismatch", "dropped" if verdict == DROPPED else "differently", d.start, d.end,
+                        verl=_verl_does(fmt, verdict, mine, vcalls),
+                        blocker="verl's parser reads this call text differently from how it reads")
+            f = _finding(rs, iss, fmt_key, i)
+            findings.append(f)
+            bad.add(f.category)
+        else:
+            _say_what_verl_does(findings, fmt, verdict, mine, vcalls)
     cats = sorted(bad)
     repaired = repaired_args = note = None
     if cats and repair:
@@ -466,8 +523,8 @@ def _verl_issues(d: CallDraft, fmt: str, verdict: str, mine: list[VerlCall], vca
     """The findings that come from comparing the two readings of ``d``.
 
     Tag text inside a value: ``literal_tag_text`` (info when verl reads the call as intended, an error when it
-    cuts, merges or drops it; ``nested_call`` when the text is a whole call). A call that verl executes
-    differently with nothing else to explain it: ``verl_mismatch``."""
+    cuts, merges or drops it; ``nested_call`` when the text is a whole call). (A call that verl drops or
+    executes differently with no error finding of its own gets ``verl_mismatch`` in :func:`_finish`.)"""
     does = _verl_does(fmt, verdict, mine, vcalls)
     if d.literals:
         s, e = d.literals[0]
@@ -492,10 +549,6 @@ def _verl_issues(d: CallDraft, fmt: str, verdict: str, mine: list[VerlCall], vca
         d.add(cat, variant, s, e, param=param, tags=tags, verl=does,
               blocker="the value holds tag text that verl's parser reads as markup, and raw XML values have no escape")
         return
-    if verdict == AS_INTENDED or d.issues:
-        return  # the call's own findings say why (their messages get verl's reading)
-    d.add("verl_mismatch", "dropped" if verdict == DROPPED else "differently", d.start, d.end, verl=does,
-          blocker="trajlab does not know why verl reads this call differently")
 
 
 def _say_what_verl_does(findings: list[Finding], fmt: str, verdict: str, mine: list[VerlCall],

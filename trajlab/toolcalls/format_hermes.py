@@ -67,8 +67,8 @@ def literal_frames(text: str, frames: list[_Frame], hi: int) -> tuple[list[_Fram
 
     A ``<tool_call>`` or ``</tool_call>`` written inside a JSON string (an agent writing a file that mentions
     the markup) is text when the call's object that holds the string is complete (its braces balance before
-    ``hi``). Only looked at where two frames of the same kind follow each other, the sign of such text."""
-    if all(frames[i].close != frames[i + 1].close for i in range(len(frames) - 1)):
+    ``hi``). Only looked at when a turn has more than two frames."""
+    if len(frames) < 3:
         return frames, []
     out: list[_Frame] = []
     lit: list[_Frame] = []
