@@ -553,14 +553,14 @@ def _verl_issues(d: CallDraft, fmt: str, verdict: str, mine: list[VerlCall], vca
 
 def _say_what_verl_does(findings: list[Finding], fmt: str, verdict: str, mine: list[VerlCall],
                         vcalls: list[VerlCall] | None) -> None:
-    """Append what verl executes to the message of the call's most severe finding."""
+    """Append what verl executes to the message of the call's most severe finding (as a second line)."""
     if not findings:
         return
     order = {"error": 0, "warning": 1, "info": 2}
     f = min(findings, key=lambda x: order.get(x.severity, 3))
     if f.category in ("verl_mismatch", "verl_conversion_divergence") and "verl" in f.message:
         return
-    f.message = f"{f.message.rstrip()} In fact, {_verl_does(fmt, verdict, mine, vcalls)}."
+    f.message = f"{f.message.rstrip()}\nWhat verl does: {_verl_does(fmt, verdict, mine, vcalls)}."
 
 
 def _check_name(d: CallDraft, index: ToolIndex | None, rs: RuleSet) -> tuple[str | None, str | None]:
