@@ -533,8 +533,8 @@ def _verl_issues(d: CallDraft, fmt: str, verdict: str, mine: list[VerlCall], vca
         if verdict == AS_INTENDED:
             d.add("literal_tag_text", "as_intended", s, e, param=param, tags=tags, verl=does)
             return
-        whole = any(text.startswith("<tool_call>", a) for a, _ in d.literals) and \
-            any(text.startswith("</tool_call>", a) for a, _ in d.literals)
+        whole = all(any(text.startswith(tag, a) for a, _ in d.literals)
+                    for tag in ("<tool_call>", "<function=", "</tool_call>"))
         if d.fmt == "hermes" and all(text.startswith("</", a) or text.startswith("<tool_call>", a)
                                      for a, _ in d.literals):
             # JSON can spell `</` as `<\/`: verl's regex no longer sees the tag, json.loads reads the same text
