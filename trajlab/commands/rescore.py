@@ -124,15 +124,16 @@ def print_summary(summary: Any, console: Any) -> None:
     from rich.table import Table
 
     def table(title: str, cols: list[str]) -> Table:
-        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        console.print()
+        console.print(f"[bold]{title}[/]", highlight=False)  # titles are kept under 80 columns
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         for i, col in enumerate(cols):
             t.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
         return t
 
     q = summary.calibration_quantile
     t = table(
-        f"rescore: {summary.trajectories_selected} trajectories, reference {summary.reference} "
-        f"(calibrated at its {q:.4g} quantile)",
+        f"rescore: {summary.trajectories_selected} trajectories against {summary.reference} (q {q:.4g})",
         ["checkpoint", "step", "calibrated spikes", "paired drift [95% CI]", "tau spikes"],
     )
     for c in summary.checkpoints:
@@ -142,10 +143,12 @@ def print_summary(summary: Any, console: Any) -> None:
         t.add_row(c.label, "-" if c.step is None else str(c.step), f"{c.calibrated_spike_rate:.2%}", drift,
                   f"{c.spike_rate:.2%}")  # fmt: skip
     console.print(t)
-    console.print(f"[dim]calibrated spikes: control-token probability beyond the reference's own {q:.4g} "
-                  "quantile (per token and region). paired drift: median change of log P(malformed)/P(repaired) "
-                  "at the same malformation points, nats. tau spikes: fixed thresholds (--tau-*).[/]")
-    a = table("absolute thresholds (tau) and speed",
+    for line in (f"calibrated spikes: control-token probability beyond the reference's {q:.4g} quantile",
+                 "  (per token and region; the --fail-above statistic). paired drift: median change",
+                 "  of log P(malformed)/P(repaired) at the same malformation points, nats [95% CI].",
+                 "  tau spikes: fixed thresholds (--tau-intrusion, --tau-dropout)."):
+        console.print(f"[dim]{line}[/]", highlight=False)
+    a = table("fixed thresholds (tau) and speed",
               ["checkpoint", "tokens", "intrusions", "dropouts", "logprob", "tokens/s"])
     for c in summary.checkpoints:
         a.add_row(c.label, f"{c.scored_tokens:,}", f"{c.intrusions}/{c.intrusion_positions}",
@@ -167,13 +170,13 @@ def print_summary(summary: Any, console: Any) -> None:
         shown = ref + [c for c in summary.checkpoints if c.label != summary.reference][-6:]
         cats = sorted({k for c in shown for k in c.log_odds_by_category})
         if cats:
-            lo = table("median log P(malformed)/P(repaired) by category and step (higher: more likely)",
+            lo = table("median log P(malformed)/P(repaired) by category and step",
                        ["category", *[_col(c) for c in shown]])
             for cat in cats:
                 lo.add_row(cat[:24], *[_p(c.log_odds_by_category.get(cat)) for c in shown])
             console.print(lo)
     if summary.malformation_drift:
-        md = table(f"malformation log odds, paired change vs {summary.reference} (median [95% CI])",
+        md = table(f"malformation log odds: paired change vs {summary.reference}",
                    ["category", "checkpoint", "points", "change, nats", "up"])
         last = summary.checkpoints[-1].label
         for r in summary.malformation_drift:
@@ -181,7 +184,7 @@ def print_summary(summary: Any, console: Any) -> None:
                 md.add_row(r["name"][:24], r["checkpoint"], str(r["n"]), _ci(r, "median"), f"{r['share_up']:.0%}")
         console.print(md)
     if summary.top_moves:
-        mv = table(f"biggest paired moves of control-token probability vs {summary.reference}",
+        mv = table(f"biggest paired moves of control tokens vs {summary.reference}",
                    ["token", "where", "checkpoint", "median [95% CI]", "up"])
         for r in summary.top_moves:
             where = "content" if r["scope"] == "intrusion" else "logged"
@@ -192,8 +195,9 @@ def print_summary(summary: Any, console: Any) -> None:
         last = max(r["checkpoint_index"] for r in disc)
         rows = [r for r in disc if r["checkpoint_index"] == last]
         rows.sort(key=lambda r: -r["score"])
-        dt = table(f"discovered tokens: most probability gained where not written, {rows[0]['checkpoint']} vs "
-                   f"{summary.reference}", ["token", "positions", "reference", "now", "x"])
+        dt = table(f"discovered tokens: {rows[0]['checkpoint']} vs {summary.reference}",
+                   ["token", "positions", "reference", "now", "x"])
+        console.print("[dim]  tokens that gained most probability where they were not the written token[/]")
         for r in rows[:8]:
             ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3g}"
             dt.add_row(repr(r["token"])[:20], r["group"], _p(r["reference_prob"]), _p(r["prob"]), ratio)
