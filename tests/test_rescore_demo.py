@@ -22,8 +22,8 @@ from rich.console import Console  # noqa: E402
 from test_report import CHROMIUM, _chromium, _problems, _scan  # noqa: E402
 
 from trajlab.commands.rescore import print_summary  # noqa: E402
-from trajlab.rescore import rescore  # noqa: E402
 from trajlab.report import report  # noqa: E402
+from trajlab.rescore import rescore  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "sample_data" / "demo_checkpoints"

@@ -143,10 +143,10 @@ def print_summary(summary: Any, console: Any) -> None:
         t.add_row(c.label, "-" if c.step is None else str(c.step), f"{c.calibrated_spike_rate:.2%}", drift,
                   f"{c.spike_rate:.2%}")  # fmt: skip
     console.print(t)
-    for line in (f"calibrated spikes: control-token probability beyond the reference's {q:.4g} quantile",
-                 "  (per token and region; the --fail-above statistic). paired drift: median change",
-                 "  of log P(malformed)/P(repaired) at the same malformation points, nats [95% CI].",
-                 "  tau spikes: fixed thresholds (--tau-intrusion, --tau-dropout)."):
+    for line in (f"calibrated spikes: control-token probability beyond the reference's own {q:.4g}",
+                 "  quantile, per token and region (the --fail-above statistic). paired drift:",
+                 "  median change of log P(malformed)/P(repaired) at the same malformation",
+                 "  points, nats [95% CI]. tau spikes: fixed thresholds (--tau-*)."):
         console.print(f"[dim]{line}[/]", highlight=False)
     a = table("fixed thresholds (tau) and speed",
               ["checkpoint", "tokens", "intrusions", "dropouts", "logprob", "tokens/s"])
