@@ -3,9 +3,11 @@
 :func:`rescore` is the library function behind ``trajlab rescore``. It reads a scan's tables, rebuilds each
 selected trajectory's token stream (:mod:`~trajlab.rescore.stream`), runs every checkpoint over it
 (:mod:`~trajlab.rescore.scoring`: body once per batch, LM head in chunks at assistant positions only), and writes
-per token / spike / trajectory / malformation / control-token tables under ``OUT/rescore/<label>/`` plus
-``OUT/rescore/compare.parquet`` (:mod:`~trajlab.rescore.outputs`). Under ``torchrun`` each rank scores its
-shard and rank 0 merges (:mod:`~trajlab.rescore.distributed`).
+per token / spike / trajectory / malformation / control-token / position / token-mass tables under
+``OUT/rescore/<label>/`` plus ``OUT/rescore/compare.parquet`` (:mod:`~trajlab.rescore.outputs`). Then every
+checkpoint is compared with the reference (:mod:`~trajlab.rescore.drift`: calibrated spikes, paired drift,
+discovered tokens). Under ``torchrun`` each rank scores its shard and rank 0 merges and compares
+(:mod:`~trajlab.rescore.distributed`).
 
 Heavy modules (torch, transformers) are imported inside the functions.
 """
