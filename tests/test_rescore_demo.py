@@ -92,12 +92,13 @@ def test_drift_page_in_the_report(train, tmp_path):
     page = report(out, tmp_path / "r.html")
     html = page.read_text(encoding="utf-8")
     sc = _scan(page)
-    assert sc.charts[-3:] == ["drift", "distribution", "log_odds"] and sc.refs == []
+    # the drift page comes before the fixed-threshold section
+    assert sc.charts[2:] == ["drift", "distribution", "log_odds", "spikes", "tokens"] and sc.refs == []
     drift = " ".join(sc.svg_text["drift"])
     assert "training step" in drift and "calibrated spike rate" in drift and "malformed calls" in drift
     assert "paired drift" in drift
     assert "reference (global_step_20)" in " ".join(sc.svg_text["distribution"])
-    section = html[html.index('id="drift"'):]
+    section = html[html.index('id="drift"'):html.index('id="rescore"')]
     cal = pq.read_table(out / "rescore" / "calibration.parquet").to_pandas()
     for c in s.checkpoints:
         rows = cal[cal.checkpoint == c.label]
@@ -116,10 +117,11 @@ def test_drift_page_renders_in_chromium(train, tmp_path):
     html = page.read_text(encoding="utf-8")
     # the drift page on its own (the rest of the report is checked by the other report tests)
     start = html.index('<h2 id="drift">')
-    end = html.index('<p class="muted" style="margin-top:40px">')
+    end = html.index('<h2 id="rescore">')
     only = tmp_path / "drift.html"
     body_start = html.index("<main>") + len("<main>")
-    only.write_text(html[:body_start] + html[start:end] + html[end:], encoding="utf-8")
+    tail = html.index('<p class="muted" style="margin-top:40px">')
+    only.write_text(html[:body_start] + html[start:end] + html[tail:], encoding="utf-8")
     shot = tmp_path / "drift.png"
     p = _chromium(only, tmp_path, f"--screenshot={shot}", "--window-size=1280,3000", "--hide-scrollbars")
     assert p.returncode == 0, p.stderr[-2000:]

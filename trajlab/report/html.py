@@ -225,11 +225,13 @@ def _rescore_section(d: ReportData, charts: dict[str, str]) -> str:
     r = d.rescore
     if r is None:
         return ""
-    parts = ['<h2 id="rescore">Control-token spikes per checkpoint</h2>',
+    fixed = (' These rates use fixed thresholds (τ): a small or early checkpoint that is unsure everywhere counts '
+             'as spiky, so read the drift page above first.' if r.drift is not None else '')
+    parts = ['<h2 id="rescore">Control-token spikes per checkpoint (fixed thresholds)</h2>',
              '<p class="lead">From <code>trajlab rescore</code>: the logged trajectories teacher-forced through each '
              'checkpoint. An <em>intrusion</em> is a content position where the checkpoint puts most of its '
              'probability on control tokens; a <em>dropout</em> is a control token the trajectory needs that the '
-             'checkpoint makes unlikely.</p>']
+             f'checkpoint makes unlikely.{fixed}</p>']
     if "spikes" in charts:
         parts.append(figure(charts["spikes"], "Spike rates per checkpoint, in training order: intrusions in % of "
                                               "content positions, dropouts in % of logged control tokens.", "spikes"))
@@ -320,9 +322,9 @@ def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> 
     nav = ['<a href="#overview">overview</a>', '<a href="#categories">categories</a>',
            '<a href="#names">garbled names</a>', '<a href="#examples">examples</a>']
     if d.rescore is not None:
-        nav.append('<a href="#rescore">rescore</a>')
         if d.rescore.drift is not None:
             nav.append('<a href="#drift">drift</a>')
+        nav.append('<a href="#rescore">rescore</a>')
     first_rot = ""
     if d.early_warning and d.steps:
         w = d.early_warning["step"]
@@ -379,8 +381,8 @@ def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> 
 <p class="lead">The offending span is highlighted in the text as generated; the repair trajlab proposes is on the
 right. Open the whole trajectory with the command under each example.</p>
 {examples}
-{_rescore_section(d, charts)}
 {_drift_section(d, charts)}
+{_rescore_section(d, charts)}
 <p class="muted" style="margin-top:40px">Ask your own questions: <code>trajlab sql {e(d.out)}</code> lists the tables.</p>
 </main>
 <script>{JS_READY}</script>
