@@ -39,7 +39,9 @@ def test_auto_map_refuses_without_trust_remote_code_whatever_the_model_type(tmp_
     from trajlab.rescore.tokenizers import load_tokenizer
 
     hf = tmp_path / "hf"
-    shutil.copytree(DEMO / "global_step_40" / "actor" / "huggingface", hf)
+    src = next(p.parent for p in sorted(DEMO.rglob("config.json"))
+               if (p.parent / "tokenizer_config.json").is_file())
+    shutil.copytree(src, hf)
     cfg = json.loads((hf / where).read_text())
     cfg["auto_map"] = {"AutoModelForCausalLM": "modeling_evil.EvilForCausalLM", "AutoConfig": "modeling_evil.C"}
     (hf / where).write_text(json.dumps(cfg))
