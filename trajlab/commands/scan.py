@@ -24,6 +24,7 @@ def register(app: typer.Typer) -> None:
         window: int = typer.Option(10, "--window", help="Steps considered by --fail-above."),
         full: bool = typer.Option(False, "--full", help="Re-scan every file (ignore parts of unchanged files)."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+        engine: str | None = typer.Option(None, "--engine", help="auto, columnar or records (default: $TRAJLAB_ENGINE, else auto). Same tables either way; the manifest records which engine read each file."),
     ) -> None:
         """Scan rollout dumps: classify every tool call and write Parquet tables into OUT.
 
@@ -43,6 +44,7 @@ def register(app: typer.Typer) -> None:
             strict=False,
             incremental=not full,
             progress=not no_progress and not as_json,
+            engine=engine,
         )
         if as_json:
             typer.echo(json.dumps(summary.to_dict(), indent=2, default=str))

@@ -1,20 +1,20 @@
 """The ``columnar`` engine (the fast path): clean verl JSONL byte ranges → the same part tables as the
 ``records`` engine (:mod:`trajlab.scan.records`), from whole columns.
 
-``scan``'s workers (:mod:`trajlab.scan.worker`) call :func:`process_segments` first for the verl dump ranges of a unit of work. It reads
-them with one ``polars.read_ndjson`` call (:mod:`trajlab.ingest.verl_columnar`), splits every output into turns with one regex
-pass (:func:`trajlab.ingest.turns.split_turns_frame`) and lets :mod:`trajlab.toolcalls.vectorized` recognise
-the canonical, well-formed turns; only the rest -- malformed calls, unusual markup -- goes through the
-per-turn classifier, and only records the columnar split cannot vouch for go through the record path of
-:mod:`trajlab.scan.records`. The tables it returns are identical, row for row and byte for byte, to what the record
-loop writes for the same ranges (``tests/test_scan_columnar.py``). When a range is not clean (a bad line, a
-missing field, mixed JSON types, ...) it returns ``None`` and the record loop reports each problem.
+The engine seam (:mod:`trajlab.scan.engines`) calls :func:`process_segments` for the verl JSONL ranges of a
+unit of work. It reads them with one ``polars.read_ndjson`` call (:mod:`trajlab.ingest.verl_columnar`), splits
+every output into turns with one regex pass (:func:`trajlab.ingest.turns.split_turns_frame`) and lets
+:mod:`trajlab.toolcalls.vectorized` recognise the canonical, well-formed turns; only the rest -- malformed
+calls, unusual markup -- goes through the per-turn classifier, and only records the columnar split cannot
+vouch for go through :func:`trajlab.scan.records.record_rows`. The tables it returns are identical, row for
+row and byte for byte, to what the ``records`` engine writes for the same ranges
+(``tests/test_scan_engines.py``). When a range is not clean (a bad line, a missing field, mixed JSON types,
+...) it returns the reason, and the ``records`` engine reads the range and reports each problem.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import polars as pl
@@ -29,26 +29,22 @@ from trajlab.scan.options import ScanOptions
 from trajlab.scan.records import columns_table, record_rows, row_columns, turn_rows
 from trajlab.tables import CALLS, FINDINGS, INGEST_ERRORS, TRAJECTORIES, TURNS, TableSpec
 
-#: switch (tests compare both paths): ``TRAJLAB_COLUMNAR=0`` in the environment (seen by worker processes too)
-#: sends every range through the record loop
-ENV_SWITCH = "TRAJLAB_COLUMNAR"
 
-
-def process_segments(items: list[tuple[FileTask, bytes, str]], opts: ScanOptions) -> list[dict[str, pa.Table]] | None:
+def process_segments(items: list[tuple[FileTask, bytes, str]], opts: ScanOptions) -> list[dict[str, pa.Table]] | str:
     """The part tables (``trajectories``, ``turns``, ``calls``, ``findings``, ``ingest_errors``) of each clean
-    verl range in ``items`` (``(task, bytes of the range, file sha1)``, processed together), or ``None`` when
-    they must go through the record loop."""
+    verl range in ``items`` (``(task, bytes of the range, file sha1)``, processed together), or the reason
+    they must go through the ``records`` engine."""
     from trajlab.toolcalls.ruleset import get_ruleset
     from trajlab.toolcalls.vectorized import available
 
-    if os.environ.get(ENV_SWITCH, "1") == "0" or not items:
-        return None
+    if not items:
+        return "nothing to read"
     rs = get_ruleset(opts.rules_dirs)
     if not available(rs, opts.rules_dirs):
-        return None
-    df, _why = read_clean_segments([Segment(d, t.step, t.split, t.first_line) for t, d, _ in items])
+        return "rule packs with regex or untriggered rules (the canonical-call recogniser is off)"
+    df, why = read_clean_segments([Segment(d, t.step, t.split, t.first_line) for t, d, _ in items])
     if df is None:
-        return None
+        return f"not a clean verl range: {why}"
     return _Range([t for t, _, _ in items], [h for _, _, h in items], opts, df, rs).tables()
 
 

@@ -24,6 +24,7 @@ from trajlab.errors import InputError
 from trajlab.ingest import FileTask, detect_format, discover, plan_tasks, validate_format_name
 from trajlab.model import IngestError
 from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
+from trajlab.scan.engines import resolve_engine
 from trajlab.scan.ids import file_digest
 from trajlab.scan.options import ScanOptions
 from trajlab.scan.parts import PARTS_DIR, merge_parts
@@ -47,6 +48,7 @@ def scan(
     incremental: bool = True,
     progress: bool = True,
     chunk_bytes: int | None = None,
+    engine: str | None = None,
 ) -> ScanSummary:
     """Scan trajectory dumps and write the trajlab tables into ``out``.
 
@@ -61,6 +63,9 @@ def scan(
         strict: raise :class:`~trajlab.errors.InputError` (exit code 2) if any record could not be read.
         incremental: reuse the parts of files unchanged since the last scan into ``out``.
         progress: show a progress bar on stderr.
+        chunk_bytes: size of the byte ranges big files are cut into (default 32 MB).
+        engine: ``auto`` | ``columnar`` | ``records`` (:mod:`trajlab.scan.engines`; default ``$TRAJLAB_ENGINE``,
+            else ``auto``). Every engine writes the same tables; the manifest records which read each file.
 
     Returns:
         A :class:`ScanSummary` (also written to ``manifest.json``).
@@ -81,7 +86,8 @@ def scan(
     fmt_forced = validate_format_name(input_format)
     tool_list = load_tools_file(tools) if isinstance(tools, (str, Path)) else tools
     rdirs = tuple(str(Path(d)) for d in rules_dirs)
-    opts = ScanOptions(tool_format=tool_format, tools=tool_list, rules_dirs=rdirs, input_format=fmt_forced)
+    opts = ScanOptions(tool_format=tool_format, tools=tool_list, rules_dirs=rdirs, input_format=fmt_forced,
+                       engine=resolve_engine(engine))
     fp = opts.fingerprint()
 
     files, errors = discover(list(paths))
@@ -152,6 +158,7 @@ def scan(
         "tools": str(tools) if isinstance(tools, (str, Path)) else (None if tools is None else "<list>"),
         "input_format": fmt_forced,
         "rules_dirs": list(rdirs),
+        "engine": opts.engine,
     }
     atomic_write_json(out / "manifest.json", manifest(entries, summary, options=options, rules_dirs=rdirs,
                                                       merge_key=mkey))

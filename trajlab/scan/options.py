@@ -27,6 +27,9 @@ class ScanOptions:
     tools: list[dict[str, Any]] | None = None
     rules_dirs: tuple[str, ...] = ()
     input_format: str | None = None
+    #: ``auto`` | ``columnar`` | ``records`` (:mod:`trajlab.scan.engines`); not in the fingerprint: every
+    #: engine writes the same bytes
+    engine: str = "auto"
 
     def fingerprint(self) -> str:
         blob = json.dumps(

@@ -52,11 +52,13 @@ def done_path(pdir: Path, chunk: int) -> Path:
     return pdir / f"{chunk:05d}.done.json"
 
 
-def write_parts(task: FileTask, digest: str, pdir: Path, tables: dict[str, pa.Table]) -> dict[str, Any]:
+def write_parts(task: FileTask, digest: str, pdir: Path, tables: dict[str, pa.Table], *, engine: str,
+                fallback: str | None = None) -> dict[str, Any]:
     """Write one range's part files (Arrow IPC, lz4: fast to write and to merge) and its ``done.json``.
 
     A table with no rows gets no part file (most ranges have no ingest errors, healthy ones no findings);
-    ``done.json`` records every table's row count, so the merge knows which files exist."""
+    ``done.json`` records every table's row count, so the merge knows which files exist, and the engine that
+    read the range with the reason the columnar engine did not (``fallback``)."""
     pdir.mkdir(parents=True, exist_ok=True)
     for spec in PART_TABLES:
         if tables[spec.name].num_rows:
@@ -70,6 +72,8 @@ def write_parts(task: FileTask, digest: str, pdir: Path, tables: dict[str, pa.Ta
         "splits": sorted(set(traj.column("split").to_pylist())),
         "sha1": digest,
         "rows": {spec.name: tables[spec.name].num_rows for spec in PART_TABLES},
+        "engine": engine,
+        "fallback": fallback,
     }
     atomic_write_json(done_path(pdir, task.chunk), stats, fsync=False)  # a cache: lost is recomputed
     return stats

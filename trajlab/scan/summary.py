@@ -39,6 +39,8 @@ class ScanSummary:
     ingest_error_examples: list[str] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)  # per-step (split, step, calls, malformed, rate)
     early_warning: dict[str, Any] | None = None
+    #: per file: which engine read it and why the columnar engine did not (``file``, ``engine``, ``fallback``)
+    engines: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -110,8 +112,17 @@ def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float)
         for r in steps.select([c for c in steps.column_names if c != "category_counts"]).to_pylist()
     ]
     s.early_warning = early_warning(steps)
+    s.engines = [{"file": e.rel, **file_engine(e.stats)} for e in keep]
     s.elapsed_s = round(elapsed, 3)
     return s
+
+
+def file_engine(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Which engine read a file (``mixed`` when its ranges differ) and why the columnar engine did not read it
+    (the distinct reasons of its ranges, or None), from its ranges' stats."""
+    engines = sorted({str(s.get("engine")) for s in stats})
+    reasons = list(dict.fromkeys(s["fallback"] for s in stats if s.get("fallback")))
+    return {"engine": engines[0] if len(engines) == 1 else "mixed", "fallback": "; ".join(reasons) or None}
 
 
 def manifest(entries: list[FileEntry], summary: ScanSummary, *, options: dict[str, Any],
@@ -132,10 +143,11 @@ def manifest(entries: list[FileEntry], summary: ScanSummary, *, options: dict[st
                 "sha1": e.sha,
                 "records": sum(s["rows"]["trajectories"] for s in e.stats),
                 "reused": e.reused,
+                **file_engine(e.stats),
             }
             for e in entries
         ],
         "tables": {s.name: f"{s.name}.parquet" for s in (*PART_TABLES, STEPS)},
         "merge_key": merge_key,
-        "summary": {k: v for k, v in summary.to_dict().items() if k not in ("steps", "elapsed_s", "files_reused")},
+        "summary": {k: v for k, v in summary.to_dict().items() if k not in ("steps", "elapsed_s", "files_reused", "engines")},
     }

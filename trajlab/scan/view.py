@@ -46,6 +46,14 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, int], dict[str,
             "schema checks",
             Text(f"skipped for {1 - s.schema_checked_rate:.0%} of trajectories (no tool schema: pass --tools FILE)", style="yellow"),
         )
+    engines = getattr(s, "engines", None)
+    if engines:
+        n: dict[str, int] = {}
+        for e in engines:
+            n[e["engine"]] = n.get(e["engine"], 0) + 1
+        fell = sum(1 for e in engines if e["fallback"])
+        head.add_row("engines", ", ".join(f"{k} {v} file{'s' if v != 1 else ''}" for k, v in sorted(n.items()))
+                     + (f" ({fell} fell back to records: see manifest.json)" if fell else ""))
     if s.ingest_errors:
         head.add_row("ingest errors", Text(f"{s.ingest_errors} (see ingest_errors.parquet)", style="yellow"))
     parts: list[Any] = [head]
