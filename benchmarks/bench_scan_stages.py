@@ -77,7 +77,7 @@ def main() -> int:
     wrap(tc, "analyze_turn", "per-turn classifier on the other turns", acc, counts)
     wrap(col._Range, "_concat", "reassembly (sort, split by file, to Arrow)", acc, counts)
     wrap(col._Range, "__init__", "trajectory ids + prompt facts", acc, counts)
-    wrap(worker, "write_parts", "part files (Arrow IPC, lz4) + done.json", acc, counts)
+    wrap(worker, "write_unit_parts", "part files (Arrow IPC, lz4, one per table) + done.json", acc, counts)
     opts = trajlab.scan.ScanOptions()
     with tempfile.TemporaryDirectory() as tmp:
         unit = [(plan_tasks(f, f.name, "verl_jsonl")[0], "0" * 40, str(Path(tmp) / f.stem)) for f in files]
@@ -86,7 +86,7 @@ def main() -> int:
             acc.clear()
             counts.clear()
             t0 = time.perf_counter()
-            worker.process_unit(unit, opts)
+            worker.process_unit(unit, opts, str(Path(tmp) / "unit"))
             totals.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)

@@ -62,7 +62,14 @@ class _Range:
             pl.Series("trajectory_id", ids, pl.String),
             pl.col("seg").replace_strict(dict(enumerate(rels)), return_dtype=pl.String).alias("source_path"),
         )
-        self.row_seg = self.df.select(pl.col("row").cast(pl.Int64), "seg")
+        # the first row of each segment (rows are numbered in source order, segment after segment)
+        seg_sizes = self.df.group_by("seg").len().sort("seg")
+        starts = dict.fromkeys(range(len(tasks)), 0)
+        first = 0
+        for seg, n in seg_sizes.iter_rows():
+            starts[seg] = first
+            first += n
+        self.seg_starts = pl.Series([starts[i] for i in range(len(tasks))], dtype=pl.Int64)
         self.tool_sets: list[list[dict[str, Any]]] = []
         self._prompt_columns()
 
@@ -138,9 +145,11 @@ class _Range:
         merged = pl.concat(typed)
         if len(typed) > 1 or table in ("calls", "findings"):  # trajectories and turns come in source order
             merged = merged.sort(key, maintain_order=True)
-        merged = merged.join(self.row_seg, on="row", how="left", maintain_order="left")
-        return {int(seg): part.select(names).to_arrow().cast(spec.schema)
-                for (seg,), part in merged.partition_by("seg", maintain_order=True, as_dict=True).items()}
+        # rows are in source order: each segment is one slice (zero-copy), cut where its first row begins
+        cuts = [*merged["row"].search_sorted(self.seg_starts, side="left").to_list(), merged.height]
+        table = merged.select(names).to_arrow().cast(spec.schema)
+        return {seg: table.slice(cuts[seg], cuts[seg + 1] - cuts[seg])
+                for seg in range(len(self.tasks)) if cuts[seg + 1] > cuts[seg]}
 
     def _record_path(self, r: dict[str, Any], rec_rows: _RowsByKey) -> None:
         """One record through :func:`trajlab.scan.records.record_rows` (as the record loop would process it)."""

@@ -27,7 +27,7 @@ from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merg
 from trajlab.scan.engines import resolve_engine
 from trajlab.scan.ids import file_digest
 from trajlab.scan.options import ScanOptions
-from trajlab.scan.parts import PARTS_DIR, merge_parts
+from trajlab.scan.parts import PARTS_DIR, merge_parts, unit_name
 from trajlab.scan.plan import IN_PROCESS_BYTES, UNIT_BYTES, FileEntry, chunk_bytes_or_default, file_key, units
 from trajlab.scan.summary import ScanSummary, manifest, summarise
 from trajlab.scan.worker import process_unit
@@ -150,7 +150,7 @@ def scan(
     if previous_merge_key(out) != mkey:  # else every table already holds exactly these parts
         merge_parts(keep, parts_root, out, errors, progress)
         write_table(STEPS, steps_table(out), table_path(out, "steps"))
-    prune_parts(parts_root, {e.key for e in entries})
+    prune_parts(parts_root, {e.key for e in entries} | {s["unit"] for e in entries for s in e.stats})
     steps = pq.read_table(table_path(out, "steps"))
     summary = summarise(out, keep, steps, time.perf_counter() - t0)
     options = {
@@ -221,6 +221,9 @@ def run_tasks(
         small = sum(t.end - t.start for _, t in todo) < IN_PROCESS_BYTES
         digests: dict[int, str] = {}
 
+        def unit_dir(batch: list[tuple[FileEntry, FileTask]]) -> str:
+            return str(parts_root / unit_name([f"{e.key}:{t.chunk}" for e, t in batch]))
+
         def unit_of(batch: list[tuple[FileEntry, FileTask]]) -> list[tuple[FileTask, str, str]]:
             out = []
             for e, t in batch:  # files are hashed by the driver, one after the other, while workers run
@@ -232,7 +235,7 @@ def run_tasks(
         batches = units(todo, min(chunk_bytes, UNIT_BYTES))
         if n_jobs == 1 or len(batches) <= 1 or small:
             for batch in batches:
-                process_unit(unit_of(batch), opts)
+                process_unit(unit_of(batch), opts, unit_dir(batch))
                 for e, t in batch:
                     finished(e, t)
             return
@@ -241,7 +244,7 @@ def run_tasks(
         with ProcessPoolExecutor(max_workers=min(n_jobs, len(batches)), mp_context=mp.get_context("spawn")) as ex:
             futs: dict[Any, list[tuple[FileEntry, FileTask]]] = {}
             for batch in batches:
-                futs[ex.submit(process_unit, unit_of(batch), opts)] = batch
+                futs[ex.submit(process_unit, unit_of(batch), opts, unit_dir(batch))] = batch
                 for f in [f for f in futs if f.done()]:
                     f.result()
                     for e, t in futs.pop(f):

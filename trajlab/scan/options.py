@@ -16,7 +16,7 @@ from trajlab.rulepacks import rules_hash
 from trajlab.tables import SCHEMA_VERSION
 
 #: layout of the part files and ids (bumped when done.json or trajectory_id change)
-PARTS_LAYOUT = 4
+PARTS_LAYOUT = 5
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """The worker side of a scan: one unit of work (consecutive small files, or one range of a big file) → part files.
 
-The engines (:mod:`trajlab.scan.engines`) turn each range into part tables; the worker writes them with the
-range's stats (:func:`trajlab.scan.parts.write_parts`) and hands freed memory back to the OS.
+The engines (:mod:`trajlab.scan.engines`) turn each range into part tables; the worker writes them, one file
+per table for the whole unit, with each range's stats (:func:`trajlab.scan.parts.write_unit_parts`) and hands
+freed memory back to the OS.
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ import pyarrow as pa
 from trajlab.ingest import FileTask
 from trajlab.scan.engines import read_unit
 from trajlab.scan.options import ScanOptions
-from trajlab.scan.parts import write_parts
+from trajlab.scan.parts import RangeParts, write_unit_parts
 
 
-def process_unit(unit: list[tuple[FileTask, str, str]], opts: ScanOptions) -> list[dict[str, Any]]:
-    """Worker: ingest + classify a unit of work given as ``(task, file sha1, part directory)`` items, and
-    write each item's part files. Returns their stats (what ``done.json`` holds)."""
+def process_unit(unit: list[tuple[FileTask, str, str]], opts: ScanOptions, unit_dir: str) -> list[dict[str, Any]]:
+    """Worker: ingest + classify a unit of work given as ``(task, file sha1, part directory of the file)``
+    items, write the unit's part files into ``unit_dir`` and each item's ``done.json``. Returns their stats."""
     got = read_unit([(task, digest) for task, digest, _ in unit], opts)
-    stats = [write_parts(task, digest, Path(part_dir), r.tables, engine=r.engine, fallback=r.fallback)
-             for (task, digest, part_dir), r in zip(unit, got, strict=True)]
+    ranges = [RangeParts(task, digest, Path(part_dir), r.tables, r.engine, r.fallback)
+              for (task, digest, part_dir), r in zip(unit, got, strict=True)]
     del got
+    stats = write_unit_parts(Path(unit_dir), ranges)
+    del ranges
     release_memory()
     return stats
 
