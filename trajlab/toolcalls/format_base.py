@@ -14,9 +14,18 @@ from trajlab.toolcalls.ruleset import RuleSet
 
 
 class ToolFormat:
-    """One call format: a scanner that finds calls in text, and the canonical renderer."""
+    """One call format: a scanner that finds calls in text, and the canonical renderer.
+
+    Class attributes a format may set:
+
+    * ``json_arguments``: the arguments are one JSON object (``kimi_k2``, ``deepseek_v31``, ``gpt_oss``): a body
+      that does not decode gives no arguments;
+    * ``family``: the model family, shown by ``trajlab rules list`` and the README's format table.
+    """
 
     name: str = ""
+    json_arguments: bool = False
+    family: str = ""
 
     def find_calls(
         self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]], spans: bool = True,
@@ -39,3 +48,12 @@ class ToolFormat:
     def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
         """Like :meth:`render` from raw string values (kept verbatim where the format allows it)."""
         return self.render(name, dict(params))
+
+    def render_many(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
+        """Several calls as one assistant turn renders them (formats with a call section override it)."""
+        return "\n".join(self.render(n, a) for n, a in calls)
+
+    def check_value(self, written: str, value: Any, prop: Any) -> Any:
+        """A format's own type check of one value written as ``written`` and converted to ``value``
+        (a :class:`~trajlab.toolcalls.schema.TypeCheck`), or ``None`` for the shared JSON check."""
+        return None

@@ -216,3 +216,6 @@ class HermesFormat(ToolFormat):
 
     def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
         return self.render(name, dict(params))
+
+
+FORMATS_PROVIDED: tuple[ToolFormat, ...] = (HermesFormat(),)

@@ -982,3 +982,6 @@ class Qwen3CoderFormat(ToolFormat):
 
 
 __all__ = ["Qwen3CoderFormat"]
+
+
+FORMATS_PROVIDED: tuple[ToolFormat, ...] = (Qwen3CoderFormat(),)

@@ -88,6 +88,18 @@ class RuleSet:
                 raise TrajlabError(f"rules formats/{name}.yaml: expected a mapping")
             self.formats[name] = data
         self.prompt_markers = {n: tuple(str(m) for m in d.get("prompt_markers") or ()) for n, d in self.formats.items()}
+        # per format: literals its calls contain (prefilters), the foreign families that are its own markup (not
+        # foreign when the trajectory uses it), and variants it adds to the taxonomy's categories
+        self.format_literals = {n: tuple(str(x) for x in d.get("call_literals") or ()) for n, d in self.formats.items()}
+        self.own_foreign = {n: tuple(str(x) for x in d.get("foreign_families") or ()) for n, d in self.formats.items()}
+        for n, d in self.formats.items():
+            _merge_variants(cats, d.get("variants"), f"formats/{n}.yaml")
+        # per format: explanation templates that replace a category's (`messages`), and what the family's own
+        # parsers do with such a call (`parser_notes`, appended); keys are `category` or `category/variant`
+        self.format_messages = {n: {str(k): str(v) for k, v in (d.get("messages") or {}).items()}
+                                for n, d in self.formats.items()}
+        self.parser_notes = {n: {str(k): str(v).strip() for k, v in (d.get("parser_notes") or {}).items()}
+                             for n, d in self.formats.items()}
         self.output_markers = {
             n: re.compile("|".join(f"(?:{p})" for p in d.get("output_markers") or ()) or r"(?!x)x")
             for n, d in self.formats.items()
@@ -155,6 +167,8 @@ class RuleSet:
         # that contains none of these has no call markup at all
         self.call_literals = ("<tool_call", "</tool_call", "<function", "</function", "<parameter", "</parameter",
                               '"name', '"function')
+        extra = [lit for lits in self.format_literals.values() for lit in lits if lit and lit not in self.call_literals]
+        self.call_literals += tuple(dict.fromkeys(extra))
         self.foreign_literals = tuple(f.trigger for f in fams if f.trigger)
         self.foreign_untriggered = any(f.trigger is None for f in fams)
         self.turn_literals = (*self.call_literals, "</think>", "<think>", *self.foreign_literals)
@@ -240,10 +254,21 @@ class RuleSet:
             return sev, None, None, "", category, rule_id
         var = cat.variants.get(variant or "", {}) or {}
         detail = var.get("detail")
+        fmsgs = self.format_messages.get(fmt) or {}
+        template = var.get("explanation") or fmsgs.get(f"{category}/{variant}") or fmsgs.get(category) \
+            or cat.explanation
+        notes = self.parser_notes.get(fmt) or {}
+        note = notes.get(f"{category}/{variant}") or notes.get(category)
         suffix = ""
         if isinstance(detail, str) and detail and "{" not in detail and "}" not in detail:
             suffix = " " + detail  # (format_map returns a text without braces unchanged)
-        return sev, var.get("explanation") or cat.explanation, detail, suffix, cat.generic or cat.description, rule_id
+        if note:  # what this family's parsers do with the call: a plain sentence after the explanation
+            if suffix or not detail:
+                suffix += " " + note
+                detail = None
+            else:
+                detail = f"{detail} " + note.replace("{", "{{").replace("}", "}}")
+        return sev, template, detail, suffix, cat.generic or cat.description, rule_id
 
     def has_literal(self, text: str, lo: int, hi: int) -> bool:
         """Whether ``text[lo:hi]`` holds any call literal (``<tool_call``, ``"name``, ...) that a scanner reads."""
@@ -253,6 +278,25 @@ class RuleSet:
                     if text.find(lit, lo, hi) >= 0:
                         return True
         return False
+
+
+def _merge_variants(cats: dict[str, CategoryDef], spec: Any, where: str) -> None:
+    """Add a format file's ``variants: {category: {variant: {...}}}`` to the taxonomy (existing ones are kept)."""
+    if not spec:
+        return
+    if not isinstance(spec, dict):
+        raise TrajlabError(f"rules {where}: 'variants' must be a mapping of category -> variants")
+    for cid, vs in spec.items():
+        if cid not in cats:
+            raise TrajlabError(f"rules {where}: variants for unknown category {cid!r}")
+        if not isinstance(vs, dict):
+            raise TrajlabError(f"rules {where} variants {cid!r}: expected a mapping")
+        for vid, v in vs.items():
+            v = v or {}
+            sev = v.get("severity") if isinstance(v, dict) else None
+            if not isinstance(v, dict) or (sev is not None and sev not in SEVERITIES):
+                raise TrajlabError(f"rules {where} variant {cid}/{vid}: expected a mapping with a valid severity")
+            cats[cid].variants.setdefault(str(vid), v)
 
 
 def _compile(pattern: Any, where: str, flags: int = 0) -> re.Pattern[str]:
