@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Issue
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.format_base import ToolFormat, tool_call_blocks
 from trajlab.toolcalls.jsonbody import fill_json_arguments
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.sectioned import Markers, SectionScanner, render_section
@@ -78,7 +78,11 @@ class DeepSeekV31Format(ToolFormat):
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
         if text.find("tool", lo, hi) < 0:
             return [], []
-        return self.scanner.scan(text, lo, hi, rs, excluded, spans)
+        calls, issues = self.scanner.scan(text, lo, hi, rs, excluded, spans)
+        calls += tool_call_blocks(self.name, text, lo, hi, rs, [(d.start, d.end) for d in calls] + list(excluded),
+                                  spans, fast)
+        calls.sort(key=lambda d: d.start)
+        return calls, issues
 
     def render(self, name: str, arguments: Any) -> str:
         args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)

@@ -185,7 +185,9 @@ class _Scanner:
             j += 1
         else:
             pass
-        if not closed and not any(i.category in ("missing_call_close", "truncated_call") for i in d.issues):
+        if d.name is None and not d.params and closed:
+            d.add("empty_call", "empty", d.start, d.end, blocker="the block is empty: there is nothing to repair")
+        elif not closed and not any(i.category in ("missing_call_close", "truncated_call") for i in d.issues):
             # the segment ends inside the call
             tail_end = self.hi
             body_end = d.start + len(text[d.start:tail_end].rstrip())

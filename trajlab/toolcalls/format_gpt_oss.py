@@ -27,7 +27,7 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Edit, Issue, Ranges, snip
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.format_base import ToolFormat, tool_call_blocks
 from trajlab.toolcalls.jsonbody import fill_json_arguments
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.sectioned import read_json_tail
@@ -55,11 +55,16 @@ class GptOssFormat(ToolFormat):
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
-        if text.find("to=", lo, hi) < 0:
-            return [], []
-        if text.find(MESSAGE, lo, hi) >= 0:
-            return self._kept(text, lo, hi, rs, excluded, spans), []
-        return self._stripped(text, lo, hi, rs, excluded, spans), []
+        calls: list[CallDraft] = []
+        if text.find("to=", lo, hi) >= 0:
+            if text.find(MESSAGE, lo, hi) >= 0:
+                calls = self._kept(text, lo, hi, rs, excluded, spans)
+            else:
+                calls = self._stripped(text, lo, hi, rs, excluded, spans)
+        calls += tool_call_blocks(self.name, text, lo, hi, rs, [(d.start, d.end) for d in calls] + list(excluded),
+                                  spans, fast)
+        calls.sort(key=lambda d: d.start)
+        return calls, []
 
     # -- markers kept ---------------------------------------------------------------------------------------
 
@@ -169,11 +174,11 @@ class GptOssFormat(ToolFormat):
             js = text.find(junk, re_, he)
             d.add("stray_attribute", "harmony_header_junk", js, js + len(junk), tag=snip(header, 40), attribute=junk,
                   canonical=canonical_header(name or "NAME"),
-                  edits=[Edit(hs, he, canonical_header(name), "rewrote the message header")] if not issues else [],
+                  edits=[Edit(hs, he, canonical_header(name)[:-len(MESSAGE)], "rewrote the message header")] if not issues else [],
                   _covered=bool(issues))
         for k, (variant, hint) in enumerate(issues):
             d.add("malformed_tag", variant, hs, he, tag=snip(header, 40), format=self.name, canonical_hint=hint,
-                  edits=[Edit(hs, he, canonical_header(name), "rewrote the message header as "
+                  edits=[Edit(hs, he, canonical_header(name)[:-len(MESSAGE)], "rewrote the message header as "
                                                              "`<|start|>assistant<|channel|>commentary to=functions."
                                                              "NAME <|constrain|>json<|message|>`")] if k == 0 else [],
                   _covered=k > 0)

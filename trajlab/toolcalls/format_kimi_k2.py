@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Edit, Issue, Ranges
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.format_base import ToolFormat, tool_call_blocks
 from trajlab.toolcalls.jsonbody import fill_json_arguments
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.sectioned import Markers, SectionScanner, read_json_tail, render_section
@@ -91,7 +91,9 @@ class KimiK2Format(ToolFormat):
             calls, issues, claimed = [], [], list(excluded)
         if text.find("functions.", lo, hi) >= 0:
             calls += self._stripped(text, lo, hi, rs, claimed, spans)
-            calls.sort(key=lambda d: d.start)
+            claimed = [(d.start, d.end) for d in calls] + list(excluded)
+        calls += tool_call_blocks(self.name, text, lo, hi, rs, claimed, spans, fast)
+        calls.sort(key=lambda d: d.start)
         return calls, issues
 
     def _stripped(self, text: str, lo: int, hi: int, rs: RuleSet, claimed: list[tuple[int, int]],

@@ -511,8 +511,12 @@ def fill_json_arguments(d: CallDraft, text: str, bs: int, be: int, rs: RuleSet, 
             located = {mb.key: mb for mb in members if mb.depth == 1}
             if not d.rerender and len(located) == len(obj) and all(k in located for k in obj):
                 for mb in members:
-                    if mb.depth == 1:
-                        d.params.append(ParamDraft(mb.key, mb.ks, mb.ke, None, obj.get(mb.key), mb.vs, mb.ve))
+                    if mb.depth == 1:  # (each occurrence's own value: a duplicated key has several)
+                        try:
+                            val = json.loads(text[mb.vs:mb.ve]) if mb.vs >= 0 else obj.get(mb.key)
+                        except (ValueError, RecursionError):
+                            val = obj.get(mb.key)
+                        d.params.append(ParamDraft(mb.key, mb.ks, mb.ke, None, val, mb.vs, mb.ve))
             else:
                 for k, v in obj.items():
                     d.params.append(ParamDraft(str(k), -1, -1, None, v, -1, -1))

@@ -100,6 +100,14 @@ class RuleSet:
                                 for n, d in self.formats.items()}
         self.parser_notes = {n: {str(k): str(v).strip() for k, v in (d.get("parser_notes") or {}).items()}
                              for n, d in self.formats.items()}
+        # per format: severities of shared variants (`category/variant: severity`), e.g. an unclosed call that
+        # this family's verl parser drops
+        self.format_severities = {n: {str(k): str(v) for k, v in (d.get("severities") or {}).items()}
+                                  for n, d in self.formats.items()}
+        for n, sevs in self.format_severities.items():
+            bad = [k for k, v in sevs.items() if v not in SEVERITIES]
+            if bad:
+                raise TrajlabError(f"rules formats/{n}.yaml severities: {bad[0]!r} must be one of {', '.join(SEVERITIES)}")
         self.output_markers = {
             n: re.compile("|".join(f"(?:{p})" for p in d.get("output_markers") or ()) or r"(?!x)x")
             for n, d in self.formats.items()
@@ -194,6 +202,11 @@ class RuleSet:
         cat = self.categories.get(category)
         if cat is None:
             return "warning"
+        own = self.format_severities.get(fmt)
+        if own:
+            sev = own.get(f"{category}/{variant}") or own.get(category)
+            if sev is not None:
+                return sev
         var = cat.variants.get(variant) or {}
         sev = var.get("severity")
         if isinstance(sev, dict):
