@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(summary.to_dict(), indent=2, default=str))
         else:
-            from trajlab.scan_view import print_summary
+            from trajlab.scan.view import print_summary
             from trajlab.trends import category_steps
 
             for ex in summary.ingest_error_examples:

@@ -1,4 +1,4 @@
-"""Rich rendering of a :class:`~trajlab.scan.ScanSummary`: totals, categories, the per-step chart, early warning."""
+"""Rich rendering of a :class:`~trajlab.scan.summary.ScanSummary`: totals, categories, the per-step chart, early warning."""
 
 from __future__ import annotations
 
