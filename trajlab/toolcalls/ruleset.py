@@ -271,7 +271,11 @@ class RuleSet:
         template = var.get("explanation") or fmsgs.get(f"{category}/{variant}") or fmsgs.get(category) \
             or cat.explanation
         notes = self.parser_notes.get(fmt) or {}
-        note = notes.get(f"{category}/{variant}") or notes.get(category)
+        note = notes.get(f"{category}/{variant}")
+        if note is not None:
+            detail = None  # a note for this exact variant replaces the variant's (other formats') detail
+        else:
+            note = notes.get(category)
         suffix = ""
         if isinstance(detail, str) and detail and "{" not in detail and "}" not in detail:
             suffix = " " + detail  # (format_map returns a text without braces unchanged)
