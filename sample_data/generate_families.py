@@ -7,7 +7,7 @@ Run ``python sample_data/generate_families.py`` (stdlib only) to (re)write ``sam
 ``generate.py`` (the Qwen runs); the story and the rates are in ``sample_data/README.md``.
 
 Each run renders prompts and outputs as that family's chat template does and as a verl dump shows them
-(call-formats.md): GLM-4.5 with its role tokens dropped by the decode, Kimi-K2 with its markers kept (decoded
+(call-formats.md): GLM-4.5 with its special tokens (``[gMASK]<sop>``, role tokens) dropped by the decode, Kimi-K2 with its markers kept (decoded
 with ``skip_special_tokens=False``, as vLLM and verl do for Kimi), DeepSeek-V3.1 markers kept (they are ordinary
 tokens), gpt-oss harmony with its markers dropped (a plain ``skip_special_tokens=True`` dump). Malformed calls are
 rare (2%) until ``ONSET``, then climb to ``FINAL_RATE`` at the last step; the defects are each family's own
@@ -77,7 +77,7 @@ def prompt(family: str, question: str) -> str:
     fns = [t["function"] for t in TOOLS]
     if family == "glm45":
         lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in TOOLS)
-        return ("[gMASK]<sop>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        return ("\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
                 "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n" + lines +
                 "\n</tools>\n\nFor each function call, output the function name and arguments within the following "
                 "XML format:\n<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}"
