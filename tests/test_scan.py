@@ -69,7 +69,7 @@ def test_all_tables_written_with_documented_schema(scanned):
         if t.num_rows:
             assert pq.ParquetFile(out / f"{name}.parquet").metadata.row_group(0).column(0).compression == "ZSTD"
     m = json.loads((out / "manifest.json").read_text())
-    assert m["schema_version"] == "1.0" and m["trajlab_version"]
+    assert m["schema_version"] == "1.1" and m["trajlab_version"]
     assert len(m["inputs"]) == 31 and all(i["sha1"] for i in m["inputs"])
     assert summary.trajectories == 30 * 8 + 1
 
