@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "-o", "--out", help="Output directory for the tables."),
         tools: Path | None = typer.Option(None, "--tools", help="Tool schemas: JSON list of OpenAI tools, or verl tool-config YAML. Overrides the prompt's."),
         input_format: str = typer.Option("auto", "--format", help="Input format: auto, verl_jsonl, verl_tool_json, openai_messages."),
-        tool_format: str = typer.Option("auto", "--tool-format", help="Tool-call format: auto, qwen3_coder, hermes."),
+        tool_format: str = typer.Option("auto", "--tool-format", help="Tool-call format: auto, qwen3_coder, hermes, glm45, glm47, kimi_k2, deepseek_v31, gpt_oss."),
         rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory (repeatable)."),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes (0 = one per CPU)."),
         strict: bool = typer.Option(False, "--strict", help="Exit 2 if any record could not be read."),

@@ -179,6 +179,7 @@ def build_sft_pool(
     progress: bool = True,
     source_splits: Sequence[str] = ("train",),
     ood_prompts: int = DEFAULT_OOD_PROMPTS,
+    ood_format: str | None = None,
 ) -> PoolSummary:
     """Build the interleaved-SFT pool from the tables of a scan.
 
@@ -199,6 +200,8 @@ def build_sft_pool(
         progress: show progress bars on stderr.
         source_splits: which dumps samples come from (``train`` by default, so RL validation prompts stay out).
         ood_prompts: at most this many prompts in the OOD set (each gives three variants).
+        ood_format: the call format of the ``reformatted`` OOD variants (any of ``KNOWN_FORMATS``; default: the
+            source format's ``other_format`` in ``hints.yaml``).
 
     Returns:
         A :class:`PoolSummary`. Raises :class:`TrajlabError` for a missing/incomplete scan, bad options, or a
@@ -208,7 +211,7 @@ def build_sft_pool(
         ratio=ratio, min_score=min_score, per_group=per_group, tokenizer=tokenizer, max_tokens=max_tokens,
         val_fraction=val_fraction, max_samples=max_samples, style=style, ood_eval=ood_eval,
         ood_prompts=ood_prompts, seed=seed, rules_dirs=tuple(str(d) for d in rules_dirs),
-        source_splits=tuple(source_splits),
+        source_splits=tuple(source_splits), ood_format=ood_format,
     )
     scan_dir = Path(scan_dir)
     pool = Path(out) if out is not None else scan_dir / "sft_pool"
@@ -286,7 +289,8 @@ def build_sft_pool(
             write()
         ood_info = None
         if opts.ood_eval:
-            rows, ood_stats = build_ood_rows(_ood_sources(tables, every, val_keys), rules, opts.seed, opts.ood_prompts)
+            rows, ood_stats = build_ood_rows(_ood_sources(tables, every, val_keys), rules, opts.seed, opts.ood_prompts,
+                                           opts.ood_format)
             write_table(OOD_SPEC, rows, pool / "ood_eval.parquet")
             files["ood_eval.parquet"] = len(rows)
             ood_info = {"rows": len(rows), **ood_stats}

@@ -57,7 +57,7 @@ def scan(
             OpenAI-messages JSONL/Parquet; the format is detected per file unless ``input_format`` is set.
         out: output directory (created); tables are ``<out>/<table>.parquet`` plus ``manifest.json``.
         tools: tool schemas that override the prompts' (a ``--tools`` file path or a list of schemas).
-        tool_format: force the call format (``qwen3_coder`` | ``hermes``) instead of detecting it.
+        tool_format: force the call format (a name of ``trajlab.toolcalls.KNOWN_FORMATS``) instead of detecting it.
         rules_dirs: user rule packs added to the built-in ``rules/``.
         jobs: worker processes (0 = one per CPU; small inputs run in-process).
         strict: raise :class:`~trajlab.errors.InputError` (exit code 2) if any record could not be read.

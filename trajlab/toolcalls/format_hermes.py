@@ -263,6 +263,7 @@ class HermesFormat(ToolFormat):
     """``<tool_call>\\n{"name": NAME, "arguments": {...}}\\n</tool_call>``."""
 
     name = "hermes"
+    family = "Qwen2.5, Qwen3, Qwen3-Next"
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
@@ -277,3 +278,6 @@ class HermesFormat(ToolFormat):
 
     def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
         return self.render(name, dict(params))
+
+
+FORMATS_PROVIDED: tuple[ToolFormat, ...] = (HermesFormat(),)

@@ -1216,6 +1216,7 @@ class Qwen3CoderFormat(ToolFormat):
     """``<tool_call><function=NAME><parameter=P>VALUE</parameter></function></tool_call>``."""
 
     name = "qwen3_coder"
+    family = "Qwen3-Coder, Qwen3.5, Qwen3.6"
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
@@ -1252,3 +1253,6 @@ class Qwen3CoderFormat(ToolFormat):
 
 
 __all__ = ["Qwen3CoderFormat"]
+
+
+FORMATS_PROVIDED: tuple[ToolFormat, ...] = (Qwen3CoderFormat(),)
