@@ -27,7 +27,14 @@ import pyarrow.parquet as pq
 
 from trajlab import __version__
 from trajlab.errors import InputError
-from trajlab.ingest import FileTask, detect_format, discover, iter_records, plan_tasks, validate_format_name
+from trajlab.ingest import (
+    FileTask,
+    detect_format,
+    find_inputs,
+    iter_records,
+    plan_tasks,
+    validate_format_name,
+)
 from trajlab.ingest.fields import dumps_extra
 from trajlab.model import IngestError, RawTrajectory, TurnAnalysis
 from trajlab.rulepacks import rules_hash
@@ -47,7 +54,7 @@ from trajlab.tables import (
     to_table,
     write_table,
 )
-from trajlab.trends import early_warning, steps_table
+from trajlab.trends import first_warning, recent_rate, run_summaries, run_warnings, steps_table
 
 PART_TABLES: tuple[TableSpec, ...] = (TRAJECTORIES, TURNS, CALLS, FINDINGS, INGEST_ERRORS)
 PARTS_DIR = ".parts"
@@ -96,8 +103,9 @@ class ScanSummary:
     top_categories: list[tuple[str, int]] = field(default_factory=list)
     ingest_errors: int = 0
     ingest_error_examples: list[str] = field(default_factory=list)
-    steps: list[dict[str, Any]] = field(default_factory=list)  # per-step (split, step, calls, malformed, rate)
-    early_warning: dict[str, Any] | None = None
+    steps: list[dict[str, Any]] = field(default_factory=list)  # per-step (run, split, step, calls, malformed, rate)
+    early_warning: dict[str, Any] | None = None  # the earliest warning of any run (with its "run")
+    runs: list[dict[str, Any]] = field(default_factory=list)  # one summary per run (trajlab.trends.run_summaries)
     elapsed_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -105,14 +113,12 @@ class ScanSummary:
         d["top_categories"] = [{"category": c, "calls": n} for c, n in self.top_categories]
         return d
 
-    def recent_rate(self, window: int, split: str = "train") -> float | None:
-        """Malformed-call rate pooled over the last ``window`` steps of ``split`` (falls back to any split)."""
-        rows = [s for s in self.steps if s["split"] == split and s["step"] is not None] or [
-            s for s in self.steps if s["step"] is not None
-        ]
-        rows = sorted(rows, key=lambda s: s["step"])[-window:] if window > 0 else rows
-        calls = sum(s["calls"] for s in rows)
-        return (sum(s["malformed_calls"] for s in rows) / calls) if calls else None
+    def recent_rate(self, window: int, split: str = "train", run: str | None = None) -> float | None:
+        """Malformed-call rate pooled over the last ``window`` steps of ``split`` of ``run`` (falls back to any
+        split; ``run=None`` with one run: that run)."""
+        if run is None and len(self.runs) == 1:
+            run = self.runs[0]["run"]
+        return recent_rate(self.steps, window, run=run, split=split)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -121,7 +127,7 @@ class ScanSummary:
 
 #: column order of the row tuples each table collects (rows are transposed into columns once per task)
 ROW_COLUMNS: dict[str, tuple[str, ...]] = {
-    "trajectories": ("trajectory_id", "source_path", "source_line", "source_format", "split", "step", "group_id",
+    "trajectories": ("trajectory_id", "source_path", "source_line", "source_format", "run", "split", "step", "group_id",
                      "score", "tool_format", "n_turns", "n_calls", "n_malformed_calls", "has_final_answer",
                      "truncated", "schema_checked", "input", "output", "tools", "extra"),
     "turns": ("trajectory_id", "turn_index", "role", "text", "char_start", "char_end"),
@@ -141,7 +147,7 @@ def _rows_for(rec: RawTrajectory, opts: ScanOptions, rows: Rows, traj_id: str, e
 
     an = analyze_trajectory(rec, tool_format=opts.tool_format, tools=opts.tools, rules_dirs=opts.rules_dirs)
     rows["trajectories"].append((
-        traj_id, rec.source_path, rec.source_line, rec.source_format, rec.split, rec.step, rec.group_id, rec.score,
+        traj_id, rec.source_path, rec.source_line, rec.source_format, rec.run, rec.split, rec.step, rec.group_id, rec.score,
         an.tool_format, len(rec.turns), an.n_calls, an.n_malformed, an.has_final_answer, an.truncated,
         an.schema_checked, rec.input, rec.output, an.tools_json, extra_json,
     ))
@@ -333,9 +339,9 @@ class _FileEntry:
     stats: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _file_key(path: Path, rel: str, fmt: str, fp: str) -> tuple[str, int]:
+def _file_key(path: Path, rel: str, fmt: str, fp: str, run: str = "") -> tuple[str, int]:
     st = path.stat()
-    blob = f"{rel}\n{st.st_size}\n{st.st_mtime_ns}\n{fmt}\n{fp}"
+    blob = f"{rel}\n{st.st_size}\n{st.st_mtime_ns}\n{fmt}\n{fp}\n{run}"
     return hashlib.sha1(blob.encode()).hexdigest()[:20], st.st_size
 
 
@@ -374,6 +380,7 @@ def scan(
     incremental: bool = True,
     progress: bool = True,
     chunk_bytes: int | None = None,
+    runs: dict[str, str | Path] | None = None,
 ) -> ScanSummary:
     """Scan trajectory dumps and write the trajlab tables into ``out``.
 
@@ -388,6 +395,8 @@ def scan(
         strict: raise :class:`~trajlab.errors.InputError` (exit code 2) if any record could not be read.
         incremental: reuse the parts of files unchanged since the last scan into ``out``.
         progress: show a progress bar on stderr.
+        runs: ``{NAME: PATH}`` (``--run NAME=PATH``): every file under PATH belongs to run NAME; a PATH outside
+            ``paths`` is scanned too. Other files get the run their directory names (:mod:`trajlab.ingest.runs`).
 
     Returns:
         A :class:`ScanSummary` (also written to ``manifest.json``).
@@ -411,9 +420,11 @@ def scan(
     opts = ScanOptions(tool_format=tool_format, tools=tool_list, rules_dirs=rdirs, input_format=fmt_forced)
     fp = opts.fingerprint()
 
-    files, errors = discover(list(paths))
+    inputs, errors = find_inputs(list(paths), {k: Path(v) for k, v in (runs or {}).items()})
     out_resolved = out.resolve()
-    files = [(p, r) for p, r in files if out_resolved not in p.resolve().parents]
+    inputs = [f for f in inputs if out_resolved not in f.path.resolve().parents]
+    files = [(f.path, f.rel) for f in inputs]
+    run_of = {f.rel: f for f in inputs}
     if not files and not errors:
         errors.append(IngestError(", ".join(str(p) for p in paths), None, "no input files found (.jsonl/.json/.parquet)"))
 
@@ -424,8 +435,8 @@ def scan(
         if fmt is None:
             errors.append(IngestError(rel, None, why))
             continue
-        key, size = _file_key(p, rel, fmt, fp)
-        tasks = plan_tasks(p, rel, fmt, chunk_bytes or _chunk_default())
+        key, size = _file_key(p, rel, fmt, fp, run_of[rel].run)
+        tasks = plan_tasks(p, rel, fmt, chunk_bytes or _chunk_default(), run=run_of[rel].run, inner=run_of[rel].inner)
         entries.append(_FileEntry(p, rel, fmt, size, key, tasks))
 
     total_bytes = sum(e.size for e in entries)
@@ -445,7 +456,8 @@ def scan(
         if not e.reused:
             e.stats = _load_done(parts_root / e.key, len(e.tasks)) or []
 
-    # duplicates: identical content in two files (e.g. the same step copied twice) → keep the first
+    # duplicates: identical content in two files (e.g. the same step copied twice, even into another run's
+    # directory: two runs never write byte-identical dumps) → keep the first
     seen: dict[str, str] = {}
     by_step: dict[tuple[str, str, int], list[str]] = defaultdict(list)
     keep: list[_FileEntry] = []
@@ -483,11 +495,13 @@ def scan(
             "tools": str(tools) if isinstance(tools, (str, Path)) else (None if tools is None else "<list>"),
             "input_format": fmt_forced,
             "rules_dirs": list(rdirs),
+            "runs": {k: str(v) for k, v in (runs or {}).items()},
         },
         "inputs": [
             {
                 "path": str(e.path),
                 "rel": e.rel,
+                "run": run_of[e.rel].run,
                 "format": e.fmt,
                 "size": e.size,
                 "mtime_ns": e.path.stat().st_mtime_ns,
@@ -771,6 +785,7 @@ def _summarise(out: Path, keep: list[_FileEntry], steps: pa.Table, elapsed: floa
     ]
     s.steps = [
         {
+            "run": r["run"],
             "split": r["split"],
             "step": r["step"],
             "trajectories": r["trajectories"],
@@ -782,7 +797,9 @@ def _summarise(out: Path, keep: list[_FileEntry], steps: pa.Table, elapsed: floa
         }
         for r in steps.select([c for c in steps.column_names if c != "category_counts"]).to_pylist()
     ]
-    s.early_warning = early_warning(steps)
+    warnings = run_warnings(steps)
+    s.early_warning = first_warning(warnings)
+    s.runs = run_summaries(steps, warnings)
     s.elapsed_s = round(elapsed, 3)
     return s
 

@@ -21,7 +21,7 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 
 #: Bumped whenever a column is added, removed, renamed or changes type.
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: `run` in trajectories; steps are per (run, split, step)
 
 PARQUET_COMPRESSION = "zstd"
 
@@ -71,6 +71,7 @@ TRAJECTORIES = TableSpec(
         C("source_path", STR, "input file, relative to the scanned root when possible", False),
         C("source_line", I64, "1-based line (JSONL) or record index (JSON list / Parquet)", False),
         C("source_format", STR, "verl_jsonl | verl_tool_json | openai_messages", False),
+        C("run", STR, "training run (experiment): the file's directory, split dir folded, or --run NAME", False),
         C("split", STR, "train | val", False),
         C("step", I64, "training step (from the record, else from the file name)"),
         C("group_id", STR, "GRPO prompt group: uid prefix (verl V1) or a hash of the prompt", False),
@@ -151,8 +152,9 @@ FINDINGS = TableSpec(
 
 STEPS = TableSpec(
     "steps",
-    "Aggregates per (split, step).",
+    "Aggregates per (run, split, step).",
     (
+        C("run", STR, "training run (see trajectories.run)", False),
         C("split", STR, "", False),
         C("step", I64, "null when the step is unknown"),
         C("trajectories", I64, "", False),
@@ -164,7 +166,7 @@ STEPS = TableSpec(
         C("final_answer_rate", F64, "share of trajectories whose last assistant turn has no call", False),
         C("category_counts", pa.map_(STR, I64), "calls per category (a call counts once per category)", False),
     ),
-    ("split", "step"),
+    ("run", "split", "step"),
 )
 
 INGEST_ERRORS = TableSpec(
