@@ -67,8 +67,8 @@ TRAJECTORIES = TableSpec(
     "trajectories",
     "One row per trajectory (one dump line / record).",
     (
-        C("trajectory_id", STR, "stable id: hash of the source file name, the record index and the file's content (sha1)", False),
-        C("source_path", STR, "input file, relative to the scanned root when possible", False),
+        C("trajectory_id", STR, "stable id: hash of source_path, the record index and the file's content (sha1)", False),
+        C("source_path", STR, "input file, relative to the scanned root (several roots: prefixed with the root's name)", False),
         C("source_line", I64, "1-based line (JSONL) or record index (JSON list / Parquet)", False),
         C("source_format", STR, "verl_jsonl | verl_tool_json | openai_messages", False),
         C("run", STR, "training run (experiment): the file's directory, split dir folded, or --run NAME", False),
