@@ -6,7 +6,7 @@
 
 It takes ``--files`` consecutive step files of the dump that ``bench_scan.py`` generates (``--first`` is the
 first step; late steps have more malformed turns), runs them through the worker's entry point
-(:func:`trajlab.scan.process_unit`) as one unit, and prints the wall time of each stage: the columnar reader,
+(:func:`trajlab.scan.worker.process_unit`) as one unit, and prints the wall time of each stage: the columnar reader,
 the turn split, the canonical-call recogniser, the per-turn classifier on the remaining turns, reassembly,
 part files. ``polars.read_ndjson`` alone on the same bytes is printed first, as the yardstick.
 """
@@ -53,8 +53,9 @@ def main() -> int:
 
     import polars as pl
 
-    import trajlab.scan as scan_mod
-    import trajlab.scan_columnar as col
+    import trajlab.scan
+    import trajlab.scan.columnar as col
+    import trajlab.scan.worker as worker
     import trajlab.toolcalls as tc
     import trajlab.toolcalls.vectorized as vec
     from trajlab.ingest import plan_tasks
@@ -76,8 +77,8 @@ def main() -> int:
     wrap(tc, "analyze_turn", "per-turn classifier on the other turns", acc, counts)
     wrap(col._Range, "_concat", "reassembly (sort, split by file, to Arrow)", acc, counts)
     wrap(col._Range, "__init__", "trajectory ids + prompt facts", acc, counts)
-    wrap(scan_mod, "_write_parts", "part files (Arrow IPC, lz4) + done.json", acc, counts)
-    opts = scan_mod.ScanOptions()
+    wrap(worker, "write_parts", "part files (Arrow IPC, lz4) + done.json", acc, counts)
+    opts = trajlab.scan.ScanOptions()
     with tempfile.TemporaryDirectory() as tmp:
         unit = [(plan_tasks(f, f.name, "verl_jsonl")[0], "0" * 40, str(Path(tmp) / f.stem)) for f in files]
         totals = []
@@ -85,7 +86,7 @@ def main() -> int:
             acc.clear()
             counts.clear()
             t0 = time.perf_counter()
-            scan_mod.process_unit(unit, opts)
+            worker.process_unit(unit, opts)
             totals.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)

@@ -139,7 +139,7 @@ def test_progress_bars_on_a_terminal(run_dir, tmp_path, monkeypatch):
     scan([run_dir], tmp_path / "p", progress=True, jobs=1)
     shown = buf.getvalue()
     assert "scan" in shown and "files" in shown
-    from trajlab.scan import PART_TABLES
+    from trajlab.scan.parts import PART_TABLES
 
     n_parts = 31 * len(PART_TABLES)  # one part file per input file per merged table
     assert f"{n_parts}/{n_parts}" in shown and "part files" in shown

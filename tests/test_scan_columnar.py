@@ -33,7 +33,7 @@ from trajlab.ingest.turns import split_turns, split_turns_frame
 from trajlab.ingest.verl_columnar import Segment, read_clean_segments
 from trajlab.ingest.verl_jsonl import to_trajectory
 from trajlab.scan import scan
-from trajlab.scan_columnar import ENV_SWITCH
+from trajlab.scan.columnar import ENV_SWITCH
 from trajlab.tables import SCAN_TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,7 +200,7 @@ def test_columnar_path_is_taken_on_clean_dumps() -> None:
     """The fast path must not silently fall back on clean dumps (it would still be correct, only slow)."""
     from trajlab.ingest import plan_tasks
     from trajlab.scan import ScanOptions
-    from trajlab.scan_columnar import process_segments
+    from trajlab.scan.columnar import process_segments
 
     for run in ("qwen35_xml_run/rollout", "qwen3_hermes_run/rollout"):
         files = sorted((ROOT / "sample_data" / run).glob("*.jsonl"))[:6]

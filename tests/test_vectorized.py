@@ -22,7 +22,7 @@ from test_toolcalls_fastpath import TOOLS, mutated_turn, turn
 from trajlab.analyze import prompt_facts
 from trajlab.ingest import discover, iter_records, plan_tasks
 from trajlab.model import TurnContext
-from trajlab.scan import _json_or_none
+from trajlab.scan.records import json_or_none
 from trajlab.toolcalls import analyze_turn
 from trajlab.toolcalls.ruleset import get_ruleset
 from trajlab.toolcalls.vectorized import available, classify_canonical
@@ -62,7 +62,7 @@ def check(turns: list[tuple[str, str, list[dict[str, Any]] | None]], forbids: bo
             if k in accepted:
                 assert ok, (text, fmt, ta.findings)
                 want = [(c.call_index, c.format, c.raw, c.start, c.end, c.function_name, c.matched_tool,
-                         _json_or_none(c.arguments)) for c in ta.calls]
+                         json_or_none(c.arguments)) for c in ta.calls]
                 assert calls.get(k, []) == want, text
     assert set(calls) <= accepted
     return len(accepted), clean

@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
                 d["fail_above"] = {"threshold": fail_above, "window": window, "tripped": tripped}
             typer.echo(json.dumps(d, indent=2, default=str))
         else:
-            from trajlab.scan_view import print_summary
+            from trajlab.scan.view import print_summary
             from trajlab.trends import category_steps
 
             for ex in summary.ingest_error_examples:

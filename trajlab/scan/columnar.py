@@ -1,11 +1,12 @@
-"""Columnar scan of verl JSONL byte ranges: the same part tables as the record loop, from whole columns.
+"""The ``columnar`` engine (the fast path): clean verl JSONL byte ranges → the same part tables as the
+``records`` engine (:mod:`trajlab.scan.records`), from whole columns.
 
-``scan``'s workers call :func:`process_segments` first for the verl dump ranges of a unit of work. It reads
+``scan``'s workers (:mod:`trajlab.scan.worker`) call :func:`process_segments` first for the verl dump ranges of a unit of work. It reads
 them with one ``polars.read_ndjson`` call (:mod:`trajlab.ingest.verl_columnar`), splits every output into turns with one regex
 pass (:func:`trajlab.ingest.turns.split_turns_frame`) and lets :mod:`trajlab.toolcalls.vectorized` recognise
 the canonical, well-formed turns; only the rest -- malformed calls, unusual markup -- goes through the
 per-turn classifier, and only records the columnar split cannot vouch for go through the record path of
-:mod:`trajlab.scan`. The tables it returns are identical, row for row and byte for byte, to what the record
+:mod:`trajlab.scan.records`. The tables it returns are identical, row for row and byte for byte, to what the record
 loop writes for the same ranges (``tests/test_scan_columnar.py``). When a range is not clean (a bad line, a
 missing field, mixed JSON types, ...) it returns ``None`` and the record loop reports each problem.
 """
@@ -14,19 +15,19 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
 
+from trajlab.ingest import FileTask
 from trajlab.ingest.turns import split_turns, split_turns_frame
 from trajlab.ingest.verl_columnar import Segment, read_clean_segments
 from trajlab.model import RawTrajectory, TurnContext
+from trajlab.scan.ids import trajectory_id
+from trajlab.scan.options import ScanOptions
+from trajlab.scan.records import columns_table, record_rows, row_columns, turn_rows
 from trajlab.tables import CALLS, FINDINGS, INGEST_ERRORS, TRAJECTORIES, TURNS, TableSpec
-
-if TYPE_CHECKING:
-    from trajlab.ingest import FileTask
-    from trajlab.scan import ScanOptions
 
 #: switch (tests compare both paths): ``TRAJLAB_COLUMNAR=0`` in the environment (seen by worker processes too)
 #: sends every range through the record loop
@@ -56,8 +57,6 @@ class _Range:
 
     def __init__(self, tasks: list[FileTask], digests: list[str], opts: ScanOptions, df: pl.DataFrame,
                  rs: Any) -> None:
-        from trajlab.scan import trajectory_id
-
         self.tasks, self.opts, self.rs = tasks, opts, rs
         rels = [t.rel for t in tasks]
         ids = [trajectory_id(rels[seg], line, digests[seg])
@@ -149,8 +148,7 @@ class _Range:
                 for (seg,), part in merged.partition_by("seg", maintain_order=True, as_dict=True).items()}
 
     def _record_path(self, r: dict[str, Any], rec_rows: _RowsByKey) -> None:
-        """One record through :func:`trajlab.scan._rows_for` (as the record loop would process it)."""
-        from trajlab.scan import _rows_for
+        """One record through :func:`trajlab.scan.records.record_rows` (as the record loop would process it)."""
 
         rec = RawTrajectory(
             source_path=r["source_path"], source_line=r["source_line"], source_format="verl_jsonl", split=r["split"],
@@ -158,7 +156,7 @@ class _Range:
             turns=split_turns(r["output"]), tools=None, tools_source=None, extra={}, uid=None, run=r["run"],
         )
         rows = rec_rows.start(r["row"])
-        _rows_for(rec, self.opts, rows, r["trajectory_id"], r["extra"])
+        record_rows(rec, self.opts, rows, r["trajectory_id"], r["extra"])
         rec_rows.finish()
 
     # -- classification ----------------------------------------------------------------------------------
@@ -167,7 +165,6 @@ class _Range:
                                                                            pl.DataFrame, pl.DataFrame]:
         """Per assistant turn: calls, malformed calls, whether it has a call / a truncated call; plus the
         calls and findings rows."""
-        from trajlab.scan import turn_rows
         from trajlab.toolcalls import analyze_turn
         from trajlab.toolcalls.vectorized import classify_canonical
 
@@ -299,12 +296,10 @@ _KEY_COLS = {"trajectories": ("row",), "turns": ("row", "turn_index"), "calls": 
 def _with_keys(spec: TableSpec, rows: list[tuple[Any, ...]], keys: list[tuple[int, ...]],
                key_cols: tuple[str, ...]) -> pl.DataFrame:
     """Row tuples (in the spec's column order) as a frame typed like the table, plus the sort key columns."""
-    from trajlab.scan import _cols_table, _columns
-
     if not rows:
         return pl.from_arrow(spec.schema.empty_table()).with_columns(  # type: ignore[union-attr]
             [pl.lit(None, pl.Int64).alias(k) for k in key_cols if k not in spec.column_names])
-    frame = pl.from_arrow(_cols_table(spec, _columns(spec.name, rows)))
+    frame = pl.from_arrow(columns_table(spec, row_columns(spec.name, rows)))
     assert isinstance(frame, pl.DataFrame)
     kdf = pl.DataFrame(keys or None, schema={k: pl.Int64 for k in key_cols}, orient="row")
     return pl.concat([frame, kdf.select([k for k in key_cols if k not in spec.column_names])], how="horizontal")

@@ -1,5 +1,5 @@
-"""Rich rendering of a :class:`~trajlab.scan.ScanSummary`: totals, categories, the per-step chart, early warning;
-with several runs, the runs compared side by side (one row and one sparkline per run)."""
+"""Rich rendering of a :class:`~trajlab.scan.summary.ScanSummary`: totals, categories, the per-step chart, early
+warning; with several runs, the runs compared side by side (one row and one sparkline per run)."""
 
 from __future__ import annotations
 

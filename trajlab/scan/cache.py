@@ -1,0 +1,72 @@
+"""The incremental cache: which files' parts can be reused, and whether the merged tables are already current.
+
+A file whose key (:func:`trajlab.scan.plan.file_key`) still names a part directory with a ``done.json`` for
+every range is not read again; its content hash comes from those stats. The merge is skipped when its key --
+the ordered part sets plus the driver-side ingest errors -- equals the one in ``manifest.json``. Part
+directories of files no longer scanned are pruned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from trajlab.model import IngestError
+from trajlab.scan.parts import PART_TABLES, done_path
+from trajlab.scan.plan import FileEntry
+from trajlab.tables import STEPS, table_path
+
+
+def load_done(pdir: Path, n_tasks: int) -> list[dict[str, Any]] | None:
+    """The stats of every range of a file from its part directory, or ``None`` if any range is missing."""
+    out = []
+    for i in range(n_tasks):
+        p = done_path(pdir, i)
+        if not p.is_file():
+            return None
+        try:
+            stats = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        if not isinstance(stats, dict) or "sha1" not in stats or not isinstance(stats.get("rows"), dict):
+            return None
+        out.append(stats)
+    return out
+
+
+def content_hash(stats: list[dict[str, Any]]) -> str:
+    """Content hash of a file: the sha1 its ranges were processed with (kept in every range's stats), so an
+    unchanged file is never read again just to be hashed."""
+    return str(stats[0].get("sha1") or "") if stats else ""
+
+
+def merge_key(keep: list[FileEntry], errors: list[IngestError]) -> str:
+    """Identity of a merge: the ordered part sets and the driver-side ingest errors."""
+    h = hashlib.sha1()
+    for e in keep:
+        h.update(f"{e.key}:{len(e.tasks)}\n".encode())
+    for x in errors:
+        h.update(f"{x.source_path}\0{x.line}\0{x.reason}\n".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def previous_merge_key(out: Path) -> str | None:
+    """The merge key of the scan already in ``out``, when all its tables are still there."""
+    if not all(table_path(out, s.name).is_file() for s in (*PART_TABLES, STEPS)):
+        return None
+    try:
+        return json.loads((out / "manifest.json").read_text()).get("merge_key")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+
+
+def prune_parts(parts_root: Path, live: set[str]) -> None:
+    """Remove the part directories of files that are no longer part of the scan."""
+    if not parts_root.is_dir():
+        return
+    for d in parts_root.iterdir():
+        if d.is_dir() and d.name not in live:
+            shutil.rmtree(d, ignore_errors=True)

@@ -1,0 +1,254 @@
+"""``trajlab scan``, the driver: plan the files, run the units (in ``--jobs`` worker processes), merge, summarise.
+
+Pipeline: :func:`trajlab.ingest.find_inputs` finds files and their runs; :mod:`trajlab.scan.plan` gives each a cache key and
+cuts it into byte ranges grouped into units; :mod:`trajlab.scan.cache` says which files' parts are reused;
+workers (:mod:`trajlab.scan.worker`) turn each unit into part files under ``OUT/.parts/<file key>/``; the
+parts are merged into one Parquet file per table (:mod:`trajlab.scan.parts`), ``steps`` is aggregated from
+the merged tables, and :mod:`trajlab.scan.summary` writes the summary and ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from trajlab.errors import InputError
+from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks, validate_format_name
+from trajlab.model import IngestError
+from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
+from trajlab.scan.ids import file_digest
+from trajlab.scan.options import ScanOptions
+from trajlab.scan.parts import PARTS_DIR, merge_parts
+from trajlab.scan.plan import IN_PROCESS_BYTES, UNIT_BYTES, FileEntry, chunk_bytes_or_default, file_key, units
+from trajlab.scan.summary import ScanSummary, manifest, summarise
+from trajlab.scan.worker import process_unit
+from trajlab.tables import STEPS, atomic_write_json, table_path, write_table
+from trajlab.trends import steps_table
+
+
+def scan(
+    paths: Sequence[str | Path],
+    out: str | Path,
+    *,
+    tools: str | Path | list[dict[str, Any]] | None = None,
+    input_format: str | None = None,
+    tool_format: str | None = None,
+    rules_dirs: Iterable[str | Path] = (),
+    jobs: int = 0,
+    strict: bool = False,
+    incremental: bool = True,
+    progress: bool = True,
+    chunk_bytes: int | None = None,
+    runs: dict[str, str | Path] | None = None,
+) -> ScanSummary:
+    """Scan trajectory dumps and write the trajlab tables into ``out``.
+
+    Args:
+        paths: files or directories (walked recursively) of verl dumps, verl-tool step records or
+            OpenAI-messages JSONL/Parquet; the format is detected per file unless ``input_format`` is set.
+        out: output directory (created); tables are ``<out>/<table>.parquet`` plus ``manifest.json``.
+        tools: tool schemas that override the prompts' (a ``--tools`` file path or a list of schemas).
+        tool_format: force the call format (``qwen3_coder`` | ``hermes``) instead of detecting it.
+        rules_dirs: user rule packs added to the built-in ``rules/``.
+        jobs: worker processes (0 = one per CPU; small inputs run in-process).
+        strict: raise :class:`~trajlab.errors.InputError` (exit code 2) if any record could not be read.
+        incremental: reuse the parts of files unchanged since the last scan into ``out``.
+        progress: show a progress bar on stderr.
+        runs: ``{NAME: PATH}`` (``--run NAME=PATH``): every file under PATH belongs to run NAME; a PATH outside
+            ``paths`` is scanned too. Other files get the run their directory names (:mod:`trajlab.ingest.runs`).
+
+    Returns:
+        A :class:`ScanSummary` (also written to ``manifest.json``).
+    """
+    from trajlab import toolcalls
+    from trajlab.ingest.tool_schemas import load_tools_file
+
+    known_formats = tuple(getattr(toolcalls, "KNOWN_FORMATS", ("qwen3_coder", "hermes")))
+
+    t0 = time.perf_counter()
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"output path {out} exists and is not a directory")
+    if tool_format in ("auto", ""):
+        tool_format = None
+    if tool_format is not None and tool_format not in known_formats:
+        raise InputError(f"unknown --tool-format {tool_format!r}; choose one of: auto, {', '.join(known_formats)}")
+    fmt_forced = validate_format_name(input_format)
+    tool_list = load_tools_file(tools) if isinstance(tools, (str, Path)) else tools
+    rdirs = tuple(str(Path(d)) for d in rules_dirs)
+    opts = ScanOptions(tool_format=tool_format, tools=tool_list, rules_dirs=rdirs, input_format=fmt_forced)
+    fp = opts.fingerprint()
+
+    inputs, errors = find_inputs(list(paths), {k: Path(v) for k, v in (runs or {}).items()})
+    out_resolved = out.resolve()
+    inputs = [f for f in inputs if out_resolved not in f.path.resolve().parents]
+    files = [(f.path, f.rel) for f in inputs]
+    found = {f.rel: f for f in inputs}
+    if not files and not errors:
+        errors.append(IngestError(", ".join(str(p) for p in paths), None, "no input files found (.jsonl/.json/.parquet)"))
+
+    parts_root = out / PARTS_DIR
+    entries: list[FileEntry] = []
+    for p, rel in files:
+        fmt, why = (fmt_forced, "") if fmt_forced else detect_format(p)
+        if fmt is None:
+            errors.append(IngestError(rel, None, why))
+            continue
+        key, size = file_key(p, rel, fmt, fp, found[rel].run)
+        tasks = plan_tasks(p, rel, fmt, chunk_bytes_or_default(chunk_bytes), run=found[rel].run,
+                           inner=found[rel].inner)
+        entries.append(FileEntry(p, rel, fmt, size, key, tasks))
+
+    total_bytes = sum(e.size for e in entries)
+    todo: list[tuple[FileEntry, FileTask]] = []
+    for e in entries:
+        pdir = parts_root / e.key
+        done = load_done(pdir, len(e.tasks)) if incremental else None
+        if done is not None:
+            e.reused, e.stats = True, done
+        else:
+            if pdir.exists():
+                shutil.rmtree(pdir)
+            todo.extend((e, t) for t in e.tasks)
+    run_tasks(todo, opts, parts_root, jobs, progress, total_bytes, sum(e.size for e in entries if e.reused),
+               chunk_bytes_or_default(chunk_bytes))
+    for e in entries:
+        if not e.reused:
+            e.stats = load_done(parts_root / e.key, len(e.tasks)) or []
+
+    # duplicates: identical content in two files (e.g. the same step copied twice, even into another run's
+    # directory: two runs never write byte-identical dumps) → keep the first
+    seen: dict[str, str] = {}
+    by_step: dict[tuple[str, str, int], list[str]] = defaultdict(list)
+    keep: list[FileEntry] = []
+    for e in entries:
+        e.sha = content_hash(e.stats)
+        if e.sha in seen:
+            errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.sha]} (identical content); skipped"))
+            continue
+        seen[e.sha] = e.rel
+        keep.append(e)
+        if e.fmt != "openai_messages":
+            for s in e.stats:
+                for split in s.get("splits", []):
+                    if s.get("min_step") is not None and len(e.tasks) == 1:
+                        by_step[(str(Path(e.rel).parent), split, s["min_step"])].append(e.rel)
+    for (_, split, step), rels in sorted(by_step.items()):
+        if len(rels) > 1:
+            errors.append(IngestError(rels[-1], None, f"{split} step {step} also appears in {', '.join(rels[:-1])} (different content); both kept"))
+
+    out.mkdir(parents=True, exist_ok=True)
+    keep.sort(key=lambda e: (min((s["min_step"] for s in e.stats if s.get("min_step") is not None), default=1 << 62), e.rel))
+    mkey = merge_key(keep, errors)
+    if previous_merge_key(out) != mkey:  # else every table already holds exactly these parts
+        merge_parts(keep, parts_root, out, errors, progress)
+        write_table(STEPS, steps_table(out), table_path(out, "steps"))
+    prune_parts(parts_root, {e.key for e in entries})
+    steps = pq.read_table(table_path(out, "steps"))
+    summary = summarise(out, keep, steps, time.perf_counter() - t0)
+    options = {
+        "tool_format": tool_format,
+        "tools": str(tools) if isinstance(tools, (str, Path)) else (None if tools is None else "<list>"),
+        "input_format": fmt_forced,
+        "rules_dirs": list(rdirs),
+        "runs": {k: str(v) for k, v in (runs or {}).items()},
+    }
+    atomic_write_json(out / "manifest.json", manifest(entries, summary, options=options, rules_dirs=rdirs,
+                                                      merge_key=mkey))
+    if strict and summary.ingest_errors:
+        raise InputError(
+            f"{summary.ingest_errors} ingest error(s) (--strict); first: {summary.ingest_error_examples[0]}",
+            hint=f"see {table_path(out, 'ingest_errors')}",
+        )
+    return summary
+
+
+def run_tasks(
+    todo: list[tuple[FileEntry, FileTask]],
+    opts: ScanOptions,
+    parts_root: Path,
+    jobs: int,
+    progress: bool,
+    total_bytes: int,
+    done_bytes: int,
+    chunk_bytes: int,
+) -> None:
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    from trajlab.console import err_console
+
+    prog = Progress(
+        TextColumn("scan"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TextColumn("{task.fields[files]} files"),
+        TimeRemainingColumn(),
+        console=err_console,
+        disable=not progress or not todo,
+        transient=True,
+    )
+    n_files_total = len({id(e) for e, _ in todo})
+    remaining = defaultdict(int)
+    for e, _ in todo:
+        remaining[id(e)] += 1
+    files_done = 0
+    with prog:
+        bar = prog.add_task("scan", total=max(total_bytes, 1), completed=done_bytes, files=f"0/{n_files_total}")
+
+        def finished(e: FileEntry, t: FileTask) -> None:
+            nonlocal files_done
+            remaining[id(e)] -= 1
+            if remaining[id(e)] == 0:
+                files_done += 1
+            prog.update(bar, advance=t.end - t.start, files=f"{files_done}/{n_files_total}")
+
+        n_jobs = jobs if jobs > 0 else (os.cpu_count() or 1)
+        small = sum(t.end - t.start for _, t in todo) < IN_PROCESS_BYTES
+        digests: dict[int, str] = {}
+
+        def unit_of(batch: list[tuple[FileEntry, FileTask]]) -> list[tuple[FileTask, str, str]]:
+            out = []
+            for e, t in batch:  # files are hashed by the driver, one after the other, while workers run
+                if id(e) not in digests:
+                    digests[id(e)] = file_digest(e.path)
+                out.append((t, digests[id(e)], str(parts_root / e.key)))
+            return out
+
+        batches = units(todo, min(chunk_bytes, UNIT_BYTES))
+        if n_jobs == 1 or len(batches) <= 1 or small:
+            for batch in batches:
+                process_unit(unit_of(batch), opts)
+                for e, t in batch:
+                    finished(e, t)
+            return
+        import multiprocessing as mp
+
+        with ProcessPoolExecutor(max_workers=min(n_jobs, len(batches)), mp_context=mp.get_context("spawn")) as ex:
+            futs: dict[Any, list[tuple[FileEntry, FileTask]]] = {}
+            for batch in batches:
+                futs[ex.submit(process_unit, unit_of(batch), opts)] = batch
+                for f in [f for f in futs if f.done()]:
+                    f.result()
+                    for e, t in futs.pop(f):
+                        finished(e, t)
+            for f in as_completed(futs):
+                f.result()
+                for e, t in futs[f]:
+                    finished(e, t)
+

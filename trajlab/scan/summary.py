@@ -1,0 +1,144 @@
+"""What a scan reports: :class:`ScanSummary` (printed by the CLI, ``--json``) and ``manifest.json``.
+
+Both are computed from the merged tables, so a re-scan that reuses every part reports the same figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from trajlab import __version__
+from trajlab.rulepacks import rules_hash
+from trajlab.scan.parts import PART_TABLES
+from trajlab.scan.plan import FileEntry
+from trajlab.tables import SCHEMA_VERSION, STEPS, table_path
+from trajlab.trends import first_warning, recent_rate, run_summaries, run_warnings
+
+
+@dataclass
+class ScanSummary:
+    """What a scan found; printed by the CLI and stored under ``summary`` in ``manifest.json``."""
+
+    out: str
+    files: int = 0
+    files_reused: int = 0
+    bytes: int = 0
+    trajectories: int = 0
+    calls: int = 0
+    malformed_calls: int = 0
+    malformed_rate: float | None = None
+    trajectories_with_malformed: int = 0
+    final_answer_rate: float | None = None
+    schema_checked_rate: float | None = None
+    top_categories: list[tuple[str, int]] = field(default_factory=list)
+    ingest_errors: int = 0
+    ingest_error_examples: list[str] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # per-step (run, split, step, calls, malformed, rate)
+    early_warning: dict[str, Any] | None = None  # the earliest warning of any run (with its "run")
+    runs: list[dict[str, Any]] = field(default_factory=list)  # one summary per run (trajlab.trends.run_summaries)
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["top_categories"] = [{"category": c, "calls": n} for c, n in self.top_categories]
+        return d
+
+    def recent_rate(self, window: int, split: str = "train", run: str | None = None) -> float | None:
+        """Malformed-call rate pooled over the last ``window`` steps of ``split`` of ``run`` (falls back to any
+        split; ``run=None`` with one run: that run)."""
+        if run is None and len(self.runs) == 1:
+            run = self.runs[0]["run"]
+        return recent_rate(self.steps, window, run=run, split=split)
+
+
+def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float) -> ScanSummary:
+    """The summary of the tables in ``out`` (``keep``: the files merged into them)."""
+    import polars as pl
+
+    s = ScanSummary(out=str(out))
+    s.files = len(keep)
+    s.files_reused = sum(1 for e in keep if e.reused)
+    s.bytes = sum(e.size for e in keep)
+    traj = pl.scan_parquet(table_path(out, "trajectories")).select(
+        pl.len().alias("n"),
+        pl.col("n_calls").sum().alias("calls"),
+        pl.col("n_malformed_calls").sum().alias("bad"),
+        (pl.col("n_malformed_calls") > 0).sum().alias("twm"),
+        pl.col("has_final_answer").mean().alias("far"),
+        pl.col("schema_checked").mean().alias("sc"),
+    ).collect().row(0, named=True)
+    s.trajectories = int(traj["n"])
+    s.calls = int(traj["calls"] or 0)
+    s.malformed_calls = int(traj["bad"] or 0)
+    s.trajectories_with_malformed = int(traj["twm"] or 0)
+    s.malformed_rate = s.malformed_calls / s.calls if s.calls else None
+    s.final_answer_rate = traj["far"]
+    s.schema_checked_rate = traj["sc"]
+    cats = (
+        pl.scan_parquet(table_path(out, "calls"))
+        .filter(pl.col("status") == "malformed")
+        .select(pl.col("categories").alias("category"))
+        .explode("category")
+        .drop_nulls()
+        .group_by("category")
+        .len()
+        .sort(["len", "category"], descending=[True, False])
+        .collect()
+    )
+    s.top_categories = [(r[0], int(r[1])) for r in cats.iter_rows()]
+    errs = pl.read_parquet(table_path(out, "ingest_errors"))
+    s.ingest_errors = errs.height
+    s.ingest_error_examples = [
+        f"{r['source_path']}:{r['line'] if r['line'] is not None else '-'}: {r['reason']}" for r in errs.head(5).iter_rows(named=True)
+    ]
+    s.steps = [
+        {
+            "run": r["run"],
+            "split": r["split"],
+            "step": r["step"],
+            "trajectories": r["trajectories"],
+            "calls": r["calls"],
+            "malformed_calls": r["malformed_calls"],
+            "malformed_rate": r["malformed_rate"],
+            "mean_score": r["mean_score"],
+            "final_answer_rate": r["final_answer_rate"],
+        }
+        for r in steps.select([c for c in steps.column_names if c != "category_counts"]).to_pylist()
+    ]
+    warnings = run_warnings(steps)
+    s.early_warning = first_warning(warnings)
+    s.runs = run_summaries(steps, warnings)
+    s.elapsed_s = round(elapsed, 3)
+    return s
+
+
+def manifest(entries: list[FileEntry], summary: ScanSummary, *, options: dict[str, Any],
+             rules_dirs: tuple[str, ...], merge_key: str) -> dict[str, Any]:
+    """The content of ``manifest.json``: versions, options, every input file, the tables and the summary."""
+    return {
+        "trajlab_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+        "rules_hash": rules_hash(rules_dirs),
+        "options": options,
+        "inputs": [
+            {
+                "path": str(e.path),
+                "rel": e.rel,
+                "run": e.run,
+                "format": e.fmt,
+                "size": e.size,
+                "mtime_ns": e.path.stat().st_mtime_ns,
+                "sha1": e.sha,
+                "records": sum(s["rows"]["trajectories"] for s in e.stats),
+                "reused": e.reused,
+            }
+            for e in entries
+        ],
+        "tables": {s.name: f"{s.name}.parquet" for s in (*PART_TABLES, STEPS)},
+        "merge_key": merge_key,
+        "summary": {k: v for k, v in summary.to_dict().items() if k not in ("steps", "elapsed_s", "files_reused")},
+    }
