@@ -152,7 +152,7 @@ def test_bad_directory_keeps_good_records(tmp_path):
     root = tmp_path / "in"
     good = v1_line(1, qwen35_prompt("q"), output_of([GOOD, "fine"], ["r"]), 1.0)
     write_jsonl(root / "1.jsonl", [good, good], tail=b'{"input": "sys", "outp')
-    write_jsonl(root / "copy" / "1.jsonl", [good, good], tail=b'{"input": "sys", "outp')  # duplicate step file
+    write_jsonl(root / "rollout" / "1.jsonl", [good, good], tail=b'{"input": "sys", "outp')  # duplicate step file (same run)
     (root / "odd.jsonl").write_text('{"hello": 1}\n')
     (root / "empty.jsonl").write_text("")
     s = scan([root, tmp_path / "missing"], tmp_path / "out", progress=False)

@@ -105,6 +105,18 @@ def test_messy_dumps_identical_and_reported(tmp_path: Path, monkeypatch: pytest.
     assert json.loads(extra["1@rollout/7.jsonl"])["s"] == 'q"\\\n\x01ü'
 
 
+def test_runs_of_several_roots_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several roots, sibling runs and a --run name: both paths fill ``run`` (and the prefixed paths) alike."""
+    a, b = make_messy(tmp_path / "a" / "exp"), make_messy(tmp_path / "b" / "exp")
+    got = both_ways([a, b], tmp_path, monkeypatch, runs={"named": tmp_path / "b" / "exp" / "rollout"})
+    assert got["trajectories"]
+    traj = pl.read_parquet(tmp_path / "out1" / "trajectories.parquet")
+    assert {"a/exp", "a/exp/legacy", "b/exp/legacy", "named"} <= set(traj["run"])
+    named = traj.filter(pl.col("run") == "named")["source_path"]
+    assert named.len() and named.str.starts_with("b/exp/rollout/").all()
+    assert traj["source_path"].str.starts_with("b/exp/rollout/").sum() == named.len()
+
+
 def test_small_chunks_and_two_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ranges of one file and units of several files give the same tables as one unit."""
     root = make_messy(tmp_path / "in")

@@ -124,17 +124,17 @@ def scan(
         if not e.reused:
             e.stats = load_done(parts_root / e.key, len(e.tasks)) or []
 
-    # duplicates: identical content in two files (e.g. the same step copied twice, even into another run's
-    # directory: two runs never write byte-identical dumps) → keep the first
-    seen: dict[str, str] = {}
+    # duplicates: identical content in two files of one run (e.g. the same step copied twice) → keep the first.
+    # Two runs may hold identical files (greedy validation of the same base model at step 0): both are kept.
+    seen: dict[tuple[str, str], str] = {}
     by_step: dict[tuple[str, str, int], list[str]] = defaultdict(list)
     keep: list[FileEntry] = []
     for e in entries:
         e.sha = content_hash(e.stats)
-        if e.sha in seen:
-            errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.sha]} (identical content); skipped"))
+        if (e.run, e.sha) in seen:
+            errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.run, e.sha]} (identical content); skipped"))
             continue
-        seen[e.sha] = e.rel
+        seen[e.run, e.sha] = e.rel
         keep.append(e)
         if e.fmt != "openai_messages":
             for s in e.stats:
