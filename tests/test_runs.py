@@ -131,3 +131,63 @@ def test_a_root_named_like_validation_does_not_make_its_files_val(tmp_path: Path
     t = pl.read_parquet(tmp_path / "o" / "trajectories.parquet")
     assert t.filter(pl.col("split") == "train").height == 2 * 3 * 8
     assert {f.run for f in files} == {"eval_runs/exp", "other"} == {r["run"] for r in s.runs}
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("runs") / "outputs"
+    make_run(root / "exp_a", steps=12, rot_from=6)
+    make_run(root / "exp_b", steps=12, rot_from=9)
+    out = root.parent / "out"
+    scan([root], out, progress=False, jobs=1)
+    return out
+
+
+def test_show_picks_the_run_of_a_step(two_runs: Path) -> None:
+    from trajlab.errors import TrajlabError
+    from trajlab.show import load
+
+    with pytest.raises(TrajlabError, match="2 runs: exp_a, exp_b"):
+        load(two_runs, step=7)
+    got = load(two_runs, step=7, run="exp_b", index=0)
+    assert got.trajectory["run"] == "exp_b" and got.trajectory["step"] == 7 and got.position == (0, 8)
+    assert load(two_runs, step=7, run="exp_a").trajectory["n_malformed_calls"] == 1  # exp_a rots from step 6
+    with pytest.raises(TrajlabError, match="no run 'exp_c'"):
+        load(two_runs, step=7, run="exp_c")
+
+
+def test_sft_pool_from_chosen_runs(two_runs: Path, tmp_path: Path) -> None:
+    from trajlab.curate import build_sft_pool
+
+    build_sft_pool(two_runs, tmp_path / "pool", ratio="1:1:0", val_fraction=0.0, progress=False, runs=["exp_b"])
+    runs = dict(pl.read_parquet(two_runs / "trajectories.parquet").select("trajectory_id", "run").iter_rows())
+    ids = pl.concat([pl.read_parquet(tmp_path / "pool" / f"{k}.parquet").select("trajectory_id")
+                     for k in ("positive", "error_demo")])["trajectory_id"].to_list()
+    assert ids and {runs[i] for i in ids} == {"exp_b"}
+    assert json.loads((tmp_path / "pool" / "manifest.json").read_text())["options"]["runs"] == ["exp_b"]
+    with pytest.raises(Exception, match="no run 'nope'"):
+        build_sft_pool(two_runs, tmp_path / "pool2", ratio="1:1:0", progress=False, runs=["nope"])
+
+
+def test_run_steps_view_keeps_runs_apart(two_runs: Path) -> None:
+    from trajlab.query import sql
+
+    t = sql(two_runs, "SELECT run, step, malformed_rate, rolling_rate, cumulative_rate FROM run_steps "
+                      "WHERE split = 'train' AND step IN (6, 9) ORDER BY run, step").to_pylist()
+    assert [(r["run"], r["step"], r["malformed_rate"]) for r in t] == [
+        ("exp_a", 6, 0.5), ("exp_a", 9, 0.5), ("exp_b", 6, 0.0), ("exp_b", 9, 0.5)]
+    assert t[0]["rolling_rate"] == pytest.approx(0.5 / 3) and t[0]["cumulative_rate"] == pytest.approx(0.5 / 6)
+
+
+def test_report_compares_the_runs(two_runs: Path, tmp_path: Path) -> None:
+    from trajlab.report import report
+
+    html = report(two_runs, tmp_path / "r.html").read_text(encoding="utf-8")
+    section = html[html.index('<h2 id="runs">'):html.index('<h2 id="overview">')]
+    assert 'data-run="exp_a"' in section and 'data-run="exp_b"' in section
+    assert 'data-chart="runs"' in section and "Categories by run" in section
+    assert "step 6" in section and "step 9" in section  # each run's own warning step
+    # the per-step sections show one run (the largest that warned), named in their heading
+    assert 'Run overview: <code>exp_' in html
+    only_b = report(two_runs, tmp_path / "b.html", run="exp_b").read_text(encoding="utf-8")
+    assert "Run overview: <code>exp_b</code>" in only_b and "Early warning at step 9" in only_b

@@ -101,6 +101,7 @@ class PoolOptions:
     seed: int
     rules_dirs: tuple[str, ...]
     source_splits: tuple[str, ...] = ("train",)
+    runs: tuple[str, ...] = ()  # only these runs' trajectories (empty: every run)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -119,6 +120,7 @@ def make_options(
     seed: int = 0,
     rules_dirs: tuple[str, ...] | list[str] = (),
     source_splits: tuple[str, ...] | list[str] = ("train",),
+    runs: tuple[str, ...] | list[str] = (),
 ) -> PoolOptions:
     """Validate every option; each problem is a :class:`TrajlabError` naming the option."""
     r = parse_ratio(ratio)
@@ -161,4 +163,5 @@ def make_options(
         seed=int(seed),
         rules_dirs=tuple(str(d) for d in rules_dirs),
         source_splits=splits,
+        runs=tuple(dict.fromkeys(runs)),
     )
