@@ -32,7 +32,15 @@ def steps_table(out: Path | str) -> pa.Table:
     """Aggregate ``trajectories`` and ``calls`` of a scan directory per (run, split, step)."""
     import polars as pl
 
-    traj_lf = pl.scan_parquet(table_path(out, "trajectories"))
+    return to_table(STEPS, aggregate_steps(pl.scan_parquet(table_path(out, "trajectories")),
+                                           pl.scan_parquet(table_path(out, "calls"))))
+
+
+def aggregate_steps(traj_lf: Any, calls_lf: Any) -> list[dict[str, Any]]:
+    """The ``steps`` rows (sorted by run, split, step) of ``trajectories`` and ``calls`` rows given as polars
+    LazyFrames (a scan's tables, or the parts of one range while watching)."""
+    import polars as pl
+
     traj = (
         traj_lf
         .group_by(["run", "split", "step"])
@@ -47,7 +55,7 @@ def steps_table(out: Path | str) -> pa.Table:
         .collect()
     )
     cats = (
-        pl.scan_parquet(table_path(out, "calls"))
+        calls_lf
         .filter(pl.col("status") == "malformed")
         .select("trajectory_id", "split", "step", pl.col("categories").alias("category"))
         .join(traj_lf.select("trajectory_id", "run"), on="trajectory_id", how="left")
@@ -74,7 +82,7 @@ def steps_table(out: Path | str) -> pa.Table:
                 "category_counts": by_key.get((r["run"], r["split"], r["step"]), []),
             }
         )
-    return to_table(STEPS, rows)
+    return rows
 
 
 def _binom_sf(k: int, n: int, p: float) -> float:

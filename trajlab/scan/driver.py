@@ -21,11 +21,11 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from trajlab.errors import InputError
-from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks, validate_format_name
+from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks
 from trajlab.model import IngestError
 from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
 from trajlab.scan.ids import file_digest
-from trajlab.scan.options import ScanOptions
+from trajlab.scan.options import ScanOptions, make_scan_options
 from trajlab.scan.parts import PARTS_DIR, merge_parts
 from trajlab.scan.plan import IN_PROCESS_BYTES, UNIT_BYTES, FileEntry, chunk_bytes_or_default, file_key, units
 from trajlab.scan.summary import ScanSummary, manifest, summarise
@@ -68,23 +68,12 @@ def scan(
     Returns:
         A :class:`ScanSummary` (also written to ``manifest.json``).
     """
-    from trajlab import toolcalls
-    from trajlab.ingest.tool_schemas import load_tools_file
-
-    known_formats = tuple(getattr(toolcalls, "KNOWN_FORMATS", ("qwen3_coder", "hermes")))
-
     t0 = time.perf_counter()
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"output path {out} exists and is not a directory")
-    if tool_format in ("auto", ""):
-        tool_format = None
-    if tool_format is not None and tool_format not in known_formats:
-        raise InputError(f"unknown --tool-format {tool_format!r}; choose one of: auto, {', '.join(known_formats)}")
-    fmt_forced = validate_format_name(input_format)
-    tool_list = load_tools_file(tools) if isinstance(tools, (str, Path)) else tools
-    rdirs = tuple(str(Path(d)) for d in rules_dirs)
-    opts = ScanOptions(tool_format=tool_format, tools=tool_list, rules_dirs=rdirs, input_format=fmt_forced)
+    opts = make_scan_options(tools=tools, input_format=input_format, tool_format=tool_format, rules_dirs=rules_dirs)
+    tool_format, fmt_forced, rdirs = opts.tool_format, opts.input_format, opts.rules_dirs
     fp = opts.fingerprint()
 
     inputs, errors = find_inputs(list(paths), {k: Path(v) for k, v in (runs or {}).items()})
