@@ -476,3 +476,8 @@ def watch(opts: WatchOptions, emit: Callable[[StepLine], None] | None = None,
         summary = None
     return WatchResult(stopped, w.trips, w.lines, summary, sum(1 for f in w.files.values() if f.chunks),
                        sum(f.chunks for f in w.files.values()))
+
+
+from trajlab._callable import make_module_callable  # noqa: E402
+
+make_module_callable(__name__, watch)
