@@ -118,3 +118,17 @@ def test_watch_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     scan([run], tmp_path / "one", progress=False, jobs=1)
     assert _tables(out) == _tables(tmp_path / "one")
     assert os.listdir(out / ".watch")
+
+
+def test_a_writer_that_crashed_mid_line_does_not_hold_the_watch(tmp_path: Path) -> None:
+    """A last line that never gets its newline stops counting as pending after a while; the final tables report it
+    as a one-shot scan does (truncated last line), and every good record is kept."""
+    run = make_run(tmp_path / "exp", steps=7, rot_from=99)
+    last = run / "rollout" / "7.jsonl"
+    last.write_bytes(last.read_bytes()[:-300])  # crashed while writing its last line
+    result = watch(WatchOptions(paths=[run], out=tmp_path / "out", interval=0.1, idle_exit=0.5))
+    assert result.stopped == "idle" and result.ranges == result.files == 8  # 7 step files + the val file
+    scan([run], tmp_path / "one", progress=False, jobs=1)
+    assert _tables(tmp_path / "out") == _tables(tmp_path / "one")
+    errors = json.loads((tmp_path / "out" / "manifest.json").read_text())["summary"]["ingest_error_examples"]
+    assert any("truncated last line" in e for e in errors)

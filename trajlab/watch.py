@@ -131,6 +131,7 @@ class _File:
     chunks: int = 0  # ranges classified (part files under wdir)
     sha: Any = field(default_factory=hashlib.sha1)  # of the consumed bytes
     seen: tuple[int, int] | None = None  # (size, mtime_ns) at the last look
+    changed_at: float = 0.0  # time.monotonic() when (size, mtime_ns) last changed
     stable: tuple[int, int] | None = None  # whole-file formats: (size, mtime_ns) processed
     contrib: dict[tuple[str, str, int | None], dict[str, Any]] = field(default_factory=dict)
 
@@ -202,6 +203,7 @@ class Watcher:
         self.dirty = False  # parts changed since the last publish
         self.last_publish = 0.0
         self.last_data = time.monotonic()
+        shutil.rmtree(self.out / WATCH_DIR, ignore_errors=True)  # ranges of an earlier watch: classified again
 
     # -- looking at the directory ----------------------------------------------------------------------
 
@@ -222,6 +224,8 @@ class Watcher:
                 continue
             now = (st.st_size, st.st_mtime_ns)
             prev, f.seen = f.seen, now
+            if now != prev:
+                f.changed_at = time.monotonic()
             if now == prev and not (f.fmt and f.whole and f.stable != now):
                 continue
             touched |= self._advance(f, now, prev)
@@ -370,9 +374,13 @@ class Watcher:
     # -- publishing OUT --------------------------------------------------------------------------------
 
     def pending(self) -> bool:
-        """Some file holds bytes not classified yet (a half-written line, a whole-file format still changing)."""
+        """Some file holds bytes not classified yet (a half-written line, a whole-file format still changing)
+        and changed recently. A file left with an unterminated last line (a writer that crashed) stops counting
+        after ``settle`` seconds: the scan then reads it itself and reports the cut line, as a one-shot scan does."""
+        settle = max(3 * self.opts.interval, 10.0)
+        now = time.monotonic()
         return any(f.seen and f.fmt and (f.consumed != f.seen[0] or (f.whole and f.stable != f.seen))
-                   for f in self.files.values())
+                   and now - f.changed_at < settle for f in self.files.values())
 
     def publish(self) -> Any:
         """Make OUT a complete scan output of what is on disk: each complete file's parts go into the scan's
