@@ -43,9 +43,9 @@ def test_sibling_runs_each_warn_near_their_own_rot_step(tmp_path: Path) -> None:
     runs = {r["run"]: r for r in s.runs}
     assert set(runs) == {"exp_a", "exp_b"}
     wa, wb = runs["exp_a"]["early_warning"], runs["exp_b"]["early_warning"]
-    assert wa["run"] == "exp_a" and 12 <= wa["step"] <= 14, wa
-    assert wb["run"] == "exp_b" and 28 <= wb["step"] <= 30, wb
-    assert s.early_warning == wa  # the earliest of the runs' warnings
+    assert 12 <= wa["step"] <= 14, wa
+    assert 28 <= wb["step"] <= 30, wb
+    assert s.early_warning == {**wa, "run": "exp_a"}  # the earliest of the runs' warnings, naming its run
     steps = pl.read_parquet(tmp_path / "out" / "steps.parquet")
     assert steps.select("run", "split", "step").is_unique().all()
     assert steps.filter(pl.col("run") == "exp_a", pl.col("split") == "train")["step"].to_list() == list(range(1, 31))
@@ -79,7 +79,7 @@ def test_one_run_json_only_adds_runs(tmp_path: Path, capsys: pytest.CaptureFixtu
     d = json.loads(capsys.readouterr().out)
     assert len(d["runs"]) == 1 and d["runs"][0]["run"] == "exp"
     assert d["runs"][0]["early_warning"] == d["early_warning"] and d["early_warning"]["step"] == 15
-    assert "fail_above" not in d
+    assert "fail_above" not in d and "run" not in d["early_warning"] and "run" not in d["steps"][0]
     assert {"trajectories", "calls", "malformed_calls", "malformed_rate", "steps", "top_categories"} <= set(d)
 
 
@@ -117,6 +117,8 @@ def test_named_runs(tmp_path: Path) -> None:
     # a --run PATH under a scanned root: that root's files keep their paths, the named ones get the name
     files, _ = find_inputs([tmp_path / "x"], {"base": tmp_path / "x" / "exp1" / "validation"})
     assert {(f.rel.split("/")[1], f.run) for f in files} == {("rollout", "exp1"), ("validation", "base")}
+    assert main(["scan", "--run", f"baseline={tmp_path / 'x' / 'exp1'}", "-o", str(tmp_path / "o2"), "--json"]) == 0
+    assert main(["scan", "-o", str(tmp_path / "o3")]) == 2  # nothing to scan: one line, exit 2
     with pytest.raises(InputError):
         parse_run_specs(["no-equals-sign"])
     with pytest.raises(InputError):

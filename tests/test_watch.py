@@ -126,7 +126,7 @@ def test_a_writer_that_crashed_mid_line_does_not_hold_the_watch(tmp_path: Path) 
     run = make_run(tmp_path / "exp", steps=7, rot_from=99)
     last = run / "rollout" / "7.jsonl"
     last.write_bytes(last.read_bytes()[:-300])  # crashed while writing its last line
-    result = watch(WatchOptions(paths=[run], out=tmp_path / "out", interval=0.1, idle_exit=0.5))
+    result = watch(WatchOptions(paths=[run], out=tmp_path / "out", interval=0.1, idle_exit=0.5, settle=1.0))
     assert result.stopped == "idle" and result.ranges == result.files == 8  # 7 step files + the val file
     scan([run], tmp_path / "one", progress=False, jobs=1)
     assert _tables(tmp_path / "out") == _tables(tmp_path / "one")

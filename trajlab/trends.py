@@ -120,7 +120,7 @@ def early_warning(
 
     ``run`` picks the run's rows (rows without a ``run`` key belong to every run); with ``run=None`` the rows
     must be those of one run -- use :func:`run_warnings` for a table of several runs.
-    Returns ``None`` when no step qualifies, else a dict with ``run``, ``split``, ``step``, ``baseline_rate``,
+    Returns ``None`` when no step qualifies, else a dict with ``split``, ``step``, ``baseline_rate``,
     ``window_rate``, ``p_value``, ``window`` and a one-line ``statistic`` description.
     """
     rows = steps.to_pylist() if isinstance(steps, pa.Table) else list(steps)
@@ -130,7 +130,6 @@ def early_warning(
     runs_seen = {r.get("run") for r in rows}
     if len(runs_seen) > 1:
         raise ValueError(f"early_warning got the steps of {len(runs_seen)} runs; pass run= or use run_warnings()")
-    run_name = next(iter(runs_seen))
     if split is None:
         counts: dict[str, int] = {}
         for r in rows:
@@ -149,7 +148,6 @@ def early_warning(
                 pv = _binom_sf(m, c, p0)
                 if pv < alpha:
                     return {
-                        "run": run_name,
                         "split": split,
                         "step": int(r["step"]),
                         "baseline_rate": p0,
@@ -181,9 +179,13 @@ def run_warnings(steps: pa.Table | list[dict[str, Any]], **kwargs: Any) -> dict[
 
 
 def first_warning(warnings: dict[str, dict[str, Any] | None]) -> dict[str, Any] | None:
-    """The earliest (by step, then run name) of several runs' warnings, or None."""
-    got = [w for w in warnings.values() if w]
-    return min(got, key=lambda w: (w["step"], w.get("run") or "")) if got else None
+    """The earliest (by step, then run name) of several runs' warnings, with its ``run`` added when there are
+    several runs (one run: the warning exactly as :func:`early_warning` gives it), or None."""
+    got = sorted(((w["step"], run) for run, w in warnings.items() if w))
+    if not got:
+        return None
+    run = got[0][1]
+    return {**warnings[run], "run": run} if len(warnings) > 1 else warnings[run]
 
 
 def recent_rate(steps: list[dict[str, Any]], window: int, *, run: str | None = None,

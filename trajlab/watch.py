@@ -66,6 +66,7 @@ class WatchOptions:
     keep_watching: bool = False  # after a trip, keep going (each run trips once per reason)
     publish_every: float = 60.0  # seconds between publishing OUT's tables (0: after every look with new data)
     idle_exit: float | None = None  # stop after this many seconds without new data (None: until Ctrl-C)
+    settle: float = 10.0  # an unterminated last line unchanged this long (and 3 intervals) is a crashed writer's
     tools: str | Path | None = None
     input_format: str | None = None
     tool_format: str | None = None
@@ -376,8 +377,8 @@ class Watcher:
     def pending(self) -> bool:
         """Some file holds bytes not classified yet (a half-written line, a whole-file format still changing)
         and changed recently. A file left with an unterminated last line (a writer that crashed) stops counting
-        after ``settle`` seconds: the scan then reads it itself and reports the cut line, as a one-shot scan does."""
-        settle = max(3 * self.opts.interval, 10.0)
+        after ``opts.settle`` seconds: the scan then reads it itself and reports the cut line, as a one-shot scan does."""
+        settle = max(3 * self.opts.interval, self.opts.settle)
         now = time.monotonic()
         return any(f.seen and f.fmt and (f.consumed != f.seen[0] or (f.whole and f.stable != f.seen))
                    and now - f.changed_at < settle for f in self.files.values())

@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
             raise InputError("nothing to scan", hint="give a directory of dumps, e.g. trajlab scan outputs/ -o out")
 
         summary = scan(
-            paths,
+            paths or [],
             out,
             tools=tools,
             input_format=input_format,

@@ -43,8 +43,12 @@ class ScanSummary:
     elapsed_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain data (``--json``, ``manifest.json``). With one run, the per-step rows do not repeat its name,
+        so the output is what it was before runs, plus the ``runs`` list."""
         d = asdict(self)
         d["top_categories"] = [{"category": c, "calls": n} for c, n in self.top_categories]
+        if len(self.runs) <= 1:
+            d["steps"] = [{k: v for k, v in row.items() if k != "run"} for row in d["steps"]]
         return d
 
     def recent_rate(self, window: int, split: str = "train", run: str | None = None) -> float | None:

@@ -148,10 +148,10 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
         parts.append(Text(f"{split} malformed rate {rows[0]['step']}→{rows[-1]['step']}: {spark}", no_wrap=True))
         parts.append(t)
 
-    warned = [r["early_warning"] for r in runs if r["early_warning"]] if runs else (
-        [s.early_warning] if s.early_warning else [])
-    for ew in warned:
-        who = f"run {ew.get('run')} " if len(runs) > 1 else ""
+    warned = [(r["run"], r["early_warning"]) for r in runs if r["early_warning"]] if runs else (
+        [(None, s.early_warning)] if s.early_warning else [])
+    for run, ew in warned:
+        who = f"run {run} " if len(runs) > 1 else ""
         parts.append(
             Text.assemble(
                 ("early warning: ", "bold red"),
