@@ -39,27 +39,30 @@ def _fmt_score(x: float | None) -> str:
 
 def runs_table(runs: list[dict[str, Any]], steps: list[dict[str, Any]]) -> Table:
     """The runs compared: steps covered, malformed rate early → late, first warning, top categories, score trend."""
-    t = Table(title="runs compared (early = first quarter of a run's steps, late = last quarter)",
+    t = Table(title="runs compared: malformed-call rate and mean score, early → late (first → last quarter of a "
+                    "run's steps)",
               title_justify="left", box=None, pad_edge=False)
-    for name, kw in (("run", {"overflow": "fold"}), ("steps", {"no_wrap": True}),
-                     ("calls", {"justify": "right"}), ("malformed early → late", {"no_wrap": True}),
-                     ("rate per step", {"no_wrap": True}), ("warning", {"no_wrap": True}),
-                     ("score early → late", {"no_wrap": True}), ("top categories", {"overflow": "ellipsis", "no_wrap": True})):
+    for name, kw in (("run", {"no_wrap": True, "overflow": "fold", "ratio": 1, "min_width": 8}),
+                     ("steps", {"no_wrap": True}), ("calls", {"justify": "right", "no_wrap": True}),
+                     ("malformed", {"no_wrap": True}), ("per step", {"no_wrap": True}),
+                     ("warning", {"no_wrap": True}), ("score", {"no_wrap": True}),
+                     ("top category", {"overflow": "ellipsis", "no_wrap": True, "max_width": 28})):
         t.add_column(name, **kw)
     for r in runs:
         seq = sorted((x for x in steps if x.get("run") == r["run"] and x["split"] == r["split"]
                       and x["step"] is not None), key=lambda x: x["step"])
         rates = [x["malformed_rate"] for x in seq]
-        if len(rates) > 30:
+        if len(rates) > 20:
             rates = [(sum(x["malformed_calls"] for x in g) / c) if (c := sum(x["calls"] for x in g)) else None
-                     for g in _buckets(seq, 30)]
+                     for g in _buckets(seq, 20)]
         ew = r["early_warning"]
         warn = Text(f"step {ew['step']} ⚠", style="bold red") if ew else Text("none", style="green")
-        span = f"{r['first_step']}..{r['last_step']} ({r['steps']})" if r["steps"] else "-"
-        cats = ", ".join(f"{c['category']} {c['calls']}" for c in r["top_categories"][:2])
+        span = f"{r['first_step']}..{r['last_step']}" if r["steps"] else "-"
+        top = r["top_categories"][0] if r["top_categories"] else None
         t.add_row(Text(r["run"]), span, f"{r['calls']:,}", f"{_fmt_rate(r['early_rate'])} → {_fmt_rate(r['late_rate'])}",
                   sparkline(rates, 1.0 if rates else None) if rates else "", warn,
-                  f"{_fmt_score(r['early_score'])} → {_fmt_score(r['late_score'])}", Text(cats))
+                  f"{_fmt_score(r['early_score'])} → {_fmt_score(r['late_score'])}",
+                  Text(f"{top['category']} {top['calls']}" if top else "-"))
     return t
 
 
