@@ -132,3 +132,14 @@ def test_a_writer_that_crashed_mid_line_does_not_hold_the_watch(tmp_path: Path) 
     assert _tables(tmp_path / "out") == _tables(tmp_path / "one")
     errors = json.loads((tmp_path / "out" / "manifest.json").read_text())["summary"]["ingest_error_examples"]
     assert any("truncated last line" in e for e in errors)
+
+
+def test_a_restarted_watch_takes_what_the_scan_cache_holds(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "exp", steps=8, rot_from=99)
+    first = scan([run], tmp_path / "out", progress=False, jobs=1)
+    before = _tables(tmp_path / "out")
+    lines: list = []
+    result = watch(WatchOptions(paths=[run], out=tmp_path / "out", interval=0.1, idle_exit=0.3), emit=lines.append)
+    assert result.reused == result.files == first.files == 9  # nothing classified again
+    assert sorted(x.step for x in lines if x.split == "train") == list(range(1, 9))
+    assert result.summary.files_reused == 9 and _tables(tmp_path / "out") == before

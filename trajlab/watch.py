@@ -118,7 +118,8 @@ class WatchResult:
     lines: list[StepLine]
     summary: Any = None  # the final publish's ScanSummary
     files: int = 0  # files classified while watching
-    ranges: int = 0  # byte ranges classified (more than files when files grew while being watched)
+    ranges: int = 0  # byte ranges classified or reused (more than files when files grew while being watched)
+    reused: int = 0  # files whose parts came from the scan cache (not classified again)
 
 
 @dataclass
@@ -201,6 +202,7 @@ class Watcher:
         self.lines: list[StepLine] = []
         self.emit = emit or (lambda line: None)
         self.on_trip_event = on_trip_event
+        self.reused = 0
         self.dirty = False  # parts changed since the last publish
         self.last_publish = 0.0
         self.last_data = time.monotonic()
@@ -249,6 +251,8 @@ class Watcher:
                 if fmt is None:
                     return set()  # the final scan reports it
                 f.fmt = fmt
+        if not f.chunks and (got := self._from_cache(f, now)) is not None:
+            return got
         if f.whole:
             if now != prev or f.stable == now:
                 return set()  # read a whole-file format once it stopped changing for one interval
@@ -289,7 +293,6 @@ class Watcher:
         f.contrib = {}
 
     def _classify(self, f: _File, task: FileTask) -> set[Any]:
-        import polars as pl
 
         from trajlab.scan.worker import process_unit
 
@@ -300,7 +303,39 @@ class Watcher:
             _reid(wdir, f.chunks, f.info.rel, digest)
         f.chunks += 1
         self.dirty = True
-        k = task.chunk
+        return self._aggregate(f, wdir, task.chunk)
+
+    def _from_cache(self, f: _File, now: tuple[int, int]) -> set[Any] | None:
+        """A complete file the scan cache already holds (an earlier watch's publish, or a ``trajlab scan`` into
+        OUT): take its parts as the file's first range instead of classifying it again."""
+        path = f.info.path
+        key, _ = file_key(path, f.info.rel, f.fmt or "", self.scan_opts.fingerprint(), f.info.run)
+        pdir = self.out / PARTS_DIR / key
+        if not done_path(pdir, 0).is_file() or done_path(pdir, 1).is_file():
+            return None
+        sha, lines = hashlib.sha1(), 0
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 22):
+                sha.update(block)
+                lines += block.count(b"\n")
+                last = block[-1:]
+        if (path.stat().st_size, path.stat().st_mtime_ns) != now or (not f.whole and last != b"\n"):
+            return None
+        wdir = _wdir(self.out, f.info.rel)
+        wdir.mkdir(parents=True, exist_ok=True)
+        for spec in PART_TABLES:
+            if (src := part_path(pdir, 0, spec.name)).is_file():
+                shutil.copyfile(src, part_path(wdir, 0, spec.name))
+        f.sha, f.lines, f.consumed, f.chunks = sha, lines, now[0], 1
+        self.reused += 1
+        if f.whole:
+            f.stable = now
+        return self._aggregate(f, wdir, 0)
+
+    def _aggregate(self, f: _File, wdir: Path, k: int) -> set[Any]:
+        """Add range ``k``'s rows to the file's per-step aggregates; returns the steps it touched."""
+        import polars as pl
+
         traj = _part_frame(wdir, k, "trajectories")
         calls = _part_frame(wdir, k, "calls")
         touched = set()
@@ -484,7 +519,7 @@ def watch(opts: WatchOptions, emit: Callable[[StepLine], None] | None = None,
     except KeyboardInterrupt:  # a second Ctrl-C during the final publish: OUT keeps its last complete state
         summary = None
     return WatchResult(stopped, w.trips, w.lines, summary, sum(1 for f in w.files.values() if f.chunks),
-                       sum(f.chunks for f in w.files.values()))
+                       sum(f.chunks for f in w.files.values()), w.reused)
 
 
 from trajlab._callable import make_module_callable  # noqa: E402
