@@ -7,7 +7,8 @@ Setup (seeded, offline): a tiny Qwen3 model (hidden 64, 2 layers, fp32) at Qwen3
 Each variant runs in its own subprocess so its peak RSS (``ru_maxrss``) is its own:
 
 * ``trajlab``: :class:`trajlab.rescore.scoring.ChunkedScorer` (body once, LM head in chunks at assistant
-  positions; logprob, entropy, top-1 and control mass);
+  positions; logprob, entropy, top-1, control mass and, as ``trajlab rescore`` does, the per-group vocabulary
+  probability sums behind discovered tokens: ``--mass-groups 2``, every scored position in a group; 0 = off);
 * ``naive``: ``model(ids).logits`` -> ``log_softmax`` over the vocabulary -> gather the logged tokens.
 
 The parent prints time and peak RSS of both, the ratio, and the largest logprob difference, and exits 1 when
@@ -16,6 +17,7 @@ about ``2 x T x V x 4`` bytes (~20 GB at 16k); it is skipped with a message when
 
     .venv/bin/python benchmarks/bench_rescore_cpu.py            # T=16384, chunk 256
     .venv/bin/python benchmarks/bench_rescore_cpu.py --tokens 4096 --chunk 512
+    .venv/bin/python benchmarks/bench_rescore_cpu.py --skip-naive --mass-groups 0   # without the vocabulary sums
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def build_inputs(workdir: Path, n_tokens: int, seed: int = 0) -> dict:
     return meta
 
 
-def run_variant(variant: str, workdir: Path, chunk: int, threads: int) -> dict:
+def run_variant(variant: str, workdir: Path, chunk: int, threads: int, mass_groups: int = 2) -> dict:
     """Child process body: load, score, save logprobs, report time and peak RSS."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -107,8 +109,11 @@ def run_variant(variant: str, workdir: Path, chunk: int, threads: int) -> dict:
     if variant == "trajlab":
         from trajlab.rescore.scoring import ChunkedScorer, ScoreRequest
 
-        scorer = ChunkedScorer(model, meta["control_ids"], [meta["mask"]], chunk=chunk, max_batch_tokens=len(ids))
-        lp = scorer.score([ScoreRequest(ids, pos)])[0].logprob
+        scorer = ChunkedScorer(model, meta["control_ids"], [meta["mask"]], chunk=chunk, max_batch_tokens=len(ids),
+                               mass_groups=mass_groups)  # fmt: skip
+        groups = np.arange(len(pos)) % mass_groups if mass_groups else None
+        lp = scorer.score([ScoreRequest(ids, pos, groups=groups)])[0].logprob
+        scorer.take_mass()
     else:
         with torch.inference_mode():
             logits = model(torch.from_numpy(ids)[None], use_cache=False).logits[0]
@@ -120,9 +125,9 @@ def run_variant(variant: str, workdir: Path, chunk: int, threads: int) -> dict:
     return {"variant": variant, "seconds": seconds, "peak_rss_mib": _rss_mib(), "rss_after_load_mib": base}
 
 
-def _child(variant: str, workdir: Path, chunk: int, threads: int) -> dict:
+def _child(variant: str, workdir: Path, chunk: int, threads: int, mass_groups: int = 2) -> dict:
     cmd = [sys.executable, __file__, "--child", variant, "--workdir", str(workdir), "--chunk", str(chunk),
-           "--threads", str(threads)]  # fmt: skip
+           "--threads", str(threads), "--mass-groups", str(mass_groups)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -138,10 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child", choices=["trajlab", "naive"])
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--skip-naive", action="store_true")
+    ap.add_argument("--mass-groups", type=int, default=2, help="vocabulary sums per group, as rescore (0: off)")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     a = ap.parse_args(argv)
     if a.child:
-        print(json.dumps(run_variant(a.child, a.workdir, a.chunk, a.threads)))
+        print(json.dumps(run_variant(a.child, a.workdir, a.chunk, a.threads, a.mass_groups)))
         return 0
     import psutil
 
@@ -150,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         meta = build_inputs(wd, a.tokens)
         res = {"tokens": meta["tokens"], "scored_tokens": meta["scored"], "vocab": VOCAB, "chunk": a.chunk,
                "threads": a.threads}  # fmt: skip
-        res["trajlab"] = _child("trajlab", wd, a.chunk, a.threads)
+        res["mass_groups"] = a.mass_groups
+        res["trajlab"] = _child("trajlab", wd, a.chunk, a.threads, a.mass_groups)
         need = 2 * meta["tokens"] * VOCAB * 4 / 2**20 + 1024
         avail = psutil.virtual_memory().available / 2**20
         if a.skip_naive or avail < need:
@@ -170,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(res, indent=2))
     else:
         print(f"one trajectory: {res['tokens']:,} tokens ({res['scored_tokens']:,} scored), vocabulary {VOCAB:,}, "
-              f"chunk {a.chunk}, {a.threads} threads")  # fmt: skip
+              f"chunk {a.chunk}, {a.threads} threads, mass groups {a.mass_groups}")  # fmt: skip
         for v in ("trajlab", "naive"):
             r = res[v]
             if "error" in r:

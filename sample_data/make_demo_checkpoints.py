@@ -1,6 +1,6 @@
-"""Build the two tiny demo checkpoints that `trajlab rescore` compares in the README demo (seeded, CPU).
+"""Build the series of tiny demo checkpoints that `trajlab rescore` compares in the README demo (seeded, CPU).
 
-    python sample_data/make_demo_checkpoints.py            # rewrite sample_data/demo_checkpoints/ (~1 min, 2 cores)
+    python sample_data/make_demo_checkpoints.py            # rewrite sample_data/demo_checkpoints/ (~3 min, 2 cores)
     python sample_data/make_demo_checkpoints.py --verify   # only re-run the check on the committed checkpoints
 
 What it does, from `sample_data/qwen35_xml_run` (written by `sample_data/generate.py`):
@@ -8,22 +8,26 @@ What it does, from `sample_data/qwen35_xml_run` (written by `sample_data/generat
 1. trains a small byte-level BPE tokenizer on the run's text, with Qwen3.5's pre-tokenizer regex and Qwen's
    special tokens appended in Qwen's order (`<|im_end|>`, `<tool_call>`, `<think>`, ... as added tokens;
    `<tool_call>`/`<think>` are not special, as in Qwen's own files);
-2. trains a tiny Qwen3 model (hidden 128, 2 layers) on the ChatML streams of early steps (1-40, ~1 % malformed
-   calls) -> the "healthy" checkpoint, saved like verl with `hf_model`: `global_step_40/actor/huggingface/`;
-3. continues it on late steps (111-150, ~45 % malformed) -> the "drifted" checkpoint, saved like verl without
-   `hf_model`: real FSDP DTensor shards `global_step_140/actor/model_world_size_2_rank_{0,1}.pt` written by a
-   2-process gloo group, `fsdp_config.json`, and `huggingface/` with config and tokenizer only;
-4. verifies, by teacher forcing through trajlab's own loader, that the drifted checkpoint gives more
-   probability than the healthy one to the malformed continuations: ` v2` after `</parameter` and the suffix
-   after `search_web` (e.g. `<function=search_web英文明确>`), and less to the well-formed token there.
+2. trains a tiny Qwen3 model (hidden 96, 2 layers) on the ChatML streams of steps 1-20 (~1 % malformed calls)
+   -> the "healthy" reference `global_step_20`, then continues it, checkpoint after checkpoint, on the steps
+   each one has seen since the previous one (21-50, 51-80, 81-110, 111-140; the malformed-call share rises
+   from ~2 % to ~45 % along the way) -> `global_step_50`, `_80`, `_110`, `_140`;
+3. saves the series in both verl layouts: with `hf_model` (`global_step_N/actor/huggingface/` holds the
+   weights: steps 20, 80, 110) and without (real FSDP DTensor shards
+   `global_step_N/actor/model_world_size_2_rank_{0,1}.pt` written by a 2-process gloo group,
+   `fsdp_config.json`, and `huggingface/` with config and tokenizer only: steps 50, 140);
+4. verifies, by teacher forcing through trajlab's own loader, that the last checkpoint gives more probability
+   than the first to the malformed continuations: ` v2` after `</parameter` and the suffix after `search_web`
+   (e.g. `<function=search_web英文明确>`), and less to the well-formed token there.
 
 The loss covers assistant tokens only (the model's own turns and their `<|im_end|>`), like RL on the actor.
-Weights are stored in bf16 to keep the committed files small (~2.5 MB in all).
+Weights are stored in bf16 to keep the committed files small (~6 MB in all).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -38,9 +42,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RUN = HERE / "qwen35_xml_run" / "rollout"
 OUT = HERE / "demo_checkpoints"
-HEALTHY_STEPS = range(1, 41)
-DRIFT_STEPS = range(111, 151)
-HEALTHY_LABEL, DRIFTED_LABEL = 40, 140
+# (checkpoint step, rollout steps trained on since the previous checkpoint, optimizer steps, lr, layout)
+SERIES = (
+    (20, range(1, 21), 80, 5e-3, "hf"),
+    (50, range(21, 51), 40, 4e-3, "fsdp"),
+    (80, range(51, 81), 40, 4e-3, "hf"),
+    (110, range(81, 111), 40, 4e-3, "hf"),
+    (140, range(111, 141), 40, 4e-3, "fsdp"),
+)
+HEALTHY_LABEL, DRIFTED_LABEL = SERIES[0][0], SERIES[-1][0]
 VOCAB = 2048
 SYSTEM_KEEP = 0.25  # share of training streams that keep the long system prompt (saves ~half the compute)
 MODEL = dict(hidden_size=96, intermediate_size=288, num_hidden_layers=2, num_attention_heads=4,
@@ -186,8 +196,7 @@ def save_hf(model, tok_dir: Path, dest: Path, *, weights: bool) -> None:
 
     dest.mkdir(parents=True, exist_ok=True)
     if weights:
-        model.to(torch.bfloat16).save_pretrained(str(dest))
-        model.to(torch.float32)
+        copy.deepcopy(model).to(torch.bfloat16).save_pretrained(str(dest))  # training continues in fp32
     else:  # verl without hf_model: config, generation config and tokenizer only
         model.config.save_pretrained(str(dest))
         model.generation_config.save_pretrained(str(dest))
@@ -271,6 +280,8 @@ def divergence_probs(model, tok, rows: list[dict], pattern: re.Pattern, repair: 
 
 
 def verify(out: Path) -> bool:
+    """First vs last checkpoint of the series: the malformed continuations gain probability, the well-formed
+    ones lose it (the checkpoints in between are printed too)."""
     import torch
 
     from trajlab.rescore.checkpoints import (
@@ -281,31 +292,30 @@ def verify(out: Path) -> bool:
     )
 
     torch.manual_seed(0)
-    refs = {r.step: r for r in resolve_checkpoints([out])}
-    healthy, drifted = refs[HEALTHY_LABEL], refs[DRIFTED_LABEL]
-    tok = load_tokenizer(healthy)
+    refs = resolve_checkpoints([out])
+    tok = load_tokenizer(refs[0])
     models = {}
-    for name, ref in (("healthy", healthy), ("drifted", drifted)):
-        models[name] = load_model(ref, device="cpu", dtype="float32")
-        check_tokenizer_matches(models[name], tok)
+    for ref in refs:
+        models[ref.label] = load_model(ref, device="cpu", dtype="float32")
+        check_tokenizer_matches(models[ref.label], tok)
     rows = read_steps(range(81, 151))
+    first, last = refs[0].label, refs[-1].label
     ok = True
-    print(f"{'continuation':32s} {'n':>3s}  {'P(malformed) healthy -> drifted':>33s}  {'P(well-formed) healthy -> drifted':>35s}")
+    print(f"{'continuation':28s} {'n':>3s}  " + "  ".join(f"{r.step:>11d}" for r in refs))
     for name, pattern, repair in CASES:
         res = {k: divergence_probs(m, tok, rows, pattern, repair) for k, m in models.items()}
-        n = len(res["healthy"])
+        n = len(res[first])
         if n == 0:
-            print(f"{name:32s} no occurrences found")
+            print(f"{name:28s} no occurrences found")
             ok = False
             continue
-        bad_h = sum(r[0] for r in res["healthy"]) / n
-        bad_d = sum(r[0] for r in res["drifted"]) / n
-        good_h = sum(r[1] for r in res["healthy"]) / n
-        good_d = sum(r[1] for r in res["drifted"]) / n
-        wins = sum(d[0] > h[0] for h, d in zip(res["healthy"], res["drifted"], strict=True))
-        print(f"{name:32s} {n:3d}  {bad_h:14.4f} -> {bad_d:.4f} ({wins}/{n} up)  {good_h:16.4f} -> {good_d:.4f}")
-        ok &= bad_d > bad_h and wins >= 0.75 * n
-    print("drifted gives more probability to the malformed continuations:", "yes" if ok else "NO")
+        bad = {k: sum(r[0] for r in v) / n for k, v in res.items()}
+        good = {k: sum(r[1] for r in v) / n for k, v in res.items()}
+        wins = sum(d[0] > h[0] for h, d in zip(res[first], res[last], strict=True))
+        print(f"{name:28s} {n:3d}  " + "  ".join(f"{bad[k]:11.4f}" for k in models) + "  P(malformed)")
+        print(f"{'':28s} {'':3s}  " + "  ".join(f"{good[k]:11.4f}" for k in models) + "  P(well-formed)")
+        ok &= bad[last] > bad[first] and good[last] < good[first] and wins >= 0.75 * n
+    print(f"{last} gives more probability than {first} to the malformed continuations:", "yes" if ok else "NO")
     return ok
 
 
@@ -318,7 +328,6 @@ def build(out: Path, threads: int) -> None:
     torch.manual_seed(SEED)
     random.seed(SEED)
     t0 = time.perf_counter()
-    early, late = read_steps(HEALTHY_STEPS), read_steps(DRIFT_STEPS)
     corpus = read_steps(range(1, 151))
     texts = [r["input"] for r in corpus[:: 40]] + [r["output"] for r in corpus]
     tmp_tok = out.parent / ".demo_tokenizer.tmp"
@@ -326,18 +335,21 @@ def build(out: Path, threads: int) -> None:
     tok = train_tokenizer(texts, tmp_tok)
     print(f"tokenizer: {len(tok)} tokens ({time.perf_counter() - t0:.1f}s)")
     keep = random.Random(SEED)
-    data_early = [encode(tok, r, keep.random() < SYSTEM_KEEP) for r in early]
-    data_late = [encode(tok, r, keep.random() < SYSTEM_KEEP) for r in late]
-    avg = sum(len(x) for x, _ in data_early + data_late) / (len(data_early) + len(data_late))
-    print(f"data: {len(data_early)} early + {len(data_late)} late trajectories, {avg:.0f} tokens each on average")
+    data = [[encode(tok, r, keep.random() < SYSTEM_KEEP) for r in read_steps(seen)] for _s, seen, *_ in SERIES]
+    n = sum(len(d) for d in data)
+    avg = sum(len(x) for d in data for x, _ in d) / n
+    print(f"data: {n} trajectories in {len(SERIES)} segments, {avg:.0f} tokens each on average")
     ids = tok.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
     cfg = AutoConfig.for_model("qwen3", vocab_size=VOCAB, eos_token_id=ids[0], pad_token_id=ids[1], **MODEL)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-    train(model, data_early, steps=60, lr=5e-3, batch=8, seed=SEED, pad_id=ids[1], label="healthy")
     shutil.rmtree(out, ignore_errors=True)
-    save_hf(model, tmp_tok, out / f"global_step_{HEALTHY_LABEL}" / "actor" / "huggingface", weights=True)
-    train(model, data_late, steps=50, lr=4e-3, batch=8, seed=SEED + 1, pad_id=ids[1], label="drifted")
-    save_fsdp(model, tmp_tok, out / f"global_step_{DRIFTED_LABEL}" / "actor")
+    for i, ((step, _seen, n_opt, lr, layout), seg) in enumerate(zip(SERIES, data, strict=True)):
+        train(model, seg, steps=n_opt, lr=lr, batch=8, seed=SEED + i, pad_id=ids[1], label=f"global_step_{step}")
+        actor = out / f"global_step_{step}" / "actor"
+        if layout == "hf":
+            save_hf(model, tmp_tok, actor / "huggingface", weights=True)
+        else:
+            save_fsdp(model, tmp_tok, actor)
     (out / "latest_checkpointed_iteration.txt").write_text(str(DRIFTED_LABEL))
     shutil.rmtree(tmp_tok, ignore_errors=True)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())

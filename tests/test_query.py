@@ -255,13 +255,15 @@ def test_documented_example_queries_run(run: Path, tmp_path: Path) -> None:
     queries = _doc_queries() + [h.example for h in HELPERS]
     assert len(queries) >= len(HELPERS) + 5, "the README should show at least 5 example queries"
     # rescore examples bind against tables with the rescore schemas (empty here; test_report fills them)
-    from trajlab.rescore.outputs import COMPARE, PER_CHECKPOINT
+    from trajlab.rescore.outputs import CALIBRATION, COMPARE, DISCOVERED, DISTRIBUTION, PAIRED, PER_CHECKPOINT
     from trajlab.tables import empty_table, write_table
 
     shutil.copytree(run, tmp_path / "run")
     for key, spec in PER_CHECKPOINT:
         write_table(spec, empty_table(spec), tmp_path / "run" / "rescore" / "step_100" / f"{key}.parquet")
-    write_table(COMPARE, empty_table(COMPARE), tmp_path / "run" / "rescore" / "compare.parquet")
+    for name, spec in (("compare", COMPARE), ("calibration", CALIBRATION), ("paired", PAIRED),
+                       ("discovered", DISCOVERED), ("distribution", DISTRIBUTION)):
+        write_table(spec, empty_table(spec), tmp_path / "run" / "rescore" / f"{name}.parquet")
     for q in queries:
         t = sql(tmp_path / "run" if "rescore_" in q else run, q)
         assert t.num_columns > 0, q

@@ -165,7 +165,7 @@ def build_run(out: Path, seed: int = 7) -> Path:
     write_table(STEPS, steps, out / "steps.parquet")
     early = early_warning(steps)
     atomic_write_json(out / "manifest.json", {
-        "tool": "trajlab", "schema_version": "1.0",
+        "tool": "trajlab", "schema_version": "1.1",
         "summary": {"trajectories": len(trajs), "calls": len(calls), "malformed_calls": sum(
             c["status"] == "malformed" for c in calls), "early_warning": early},
     })

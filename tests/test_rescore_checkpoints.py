@@ -422,16 +422,18 @@ DEMO = Path(__file__).resolve().parents[1] / "sample_data" / "demo_checkpoints"
 
 @pytest.mark.skipif(not (DEMO / "global_step_140").is_dir(), reason="demo checkpoints not built")
 def test_demo_checkpoints_drifted_prefers_malformed_continuations():
-    """The committed demo: healthy (HF weights) vs drifted (real FSDP shards) on the sample run's late steps."""
+    """The committed demo series: healthy reference (HF weights) vs the last, drifted one (real FSDP shards)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("make_demo_checkpoints", DEMO.parent / "make_demo_checkpoints.py")
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)
-    healthy, drifted = resolve_checkpoints([DEMO])
-    assert (healthy.label, healthy.kind, drifted.label, drifted.kind) == (
-        "global_step_40", "fsdp", "global_step_140", "fsdp")
-    assert healthy.hf_dir is not None and drifted.hf_dir is None and drifted.world_size == 2
+    refs = resolve_checkpoints([DEMO])
+    assert [(r.label, r.step) for r in refs] == [(f"global_step_{s}", s) for s, *_ in demo.SERIES]
+    for r, (_s, _seen, _n, _lr, layout) in zip(refs, demo.SERIES, strict=True):  # both verl layouts
+        assert r.kind == "fsdp" and (r.hf_dir is not None) == (layout == "hf")
+        assert layout == "hf" or r.world_size == 2
+    healthy, drifted = refs[0], refs[-1]
     tok = load_tokenizer(healthy)
     models = [load_model(r) for r in (healthy, drifted)]
     for m in models:

@@ -206,13 +206,49 @@ def test_cli_summary_json_and_fail_above(run, tmp_path, capsys):
     rc = main(["rescore", str(out), "--ckpt", str(run["a"]), "--limit", "3", "--no-progress"])
     assert rc == 0
     printed = capsys.readouterr().out
-    assert "ckpt_a" in printed and "spike" in printed
-    rc = main(["rescore", str(out), "--ckpt", str(run["a"]), "--limit", "3", "--json", "--fail-above", "0"])
-    assert rc == 4
+    assert "ckpt_a" in printed and "calibrated spikes" in printed and "reference ckpt_a" in printed
+    two = ["rescore", str(out), "--ckpt", str(run["a"]), "--ckpt", str(run["b"]), "--limit", "3", "--json"]
+    assert main([*two, "--fail-above", "0"]) == 4  # ckpt_b is another model: beyond ckpt_a's thresholds
     data = json.loads(capsys.readouterr().out)
-    assert data["exceeded"] is True and data["checkpoints"][0]["trajectories"] == 3
-    rc = main(["rescore", str(out), "--ckpt", str(run["a"]), "--limit", "3", "--json", "--fail-above", "1"])
-    assert rc == 0
+    assert data["exceeded"] is True and data["reference"] == "ckpt_a" and data["checkpoints"][0]["trajectories"] == 3
+    rates = [c["calibrated_spike_rate"] for c in data["checkpoints"]]
+    assert rates[0] <= 1 - data["calibration_quantile"] < rates[1]
+    assert main([*two, "--fail-above", "1"]) == 0
+    capsys.readouterr()
+    # --fail-above reads the calibrated rate, not the absolute-tau one
+    assert main([*two, "--reference", "ckpt_b", "--fail-above", str(rates[1] / 2)]) == 4
+    data = json.loads(capsys.readouterr().out)
+    assert data["reference"] == "ckpt_b" and data["checkpoints"][1]["calibrated_spike_rate"] <= 0.001
+    assert main([*two, "--reference", "ckpt_c"]) == 2
+    err = capsys.readouterr().err
+    assert "--reference 'ckpt_c'" in err and "ckpt_a, ckpt_b" in err and "Traceback" not in err
+
+
+def test_copy_of_the_reference_and_drift_tables(run, tmp_path):
+    """A copy of the reference checkpoint: calibrated rate at most 1 - q, every paired delta exactly 0."""
+    out = tmp_path / "out"
+    shutil.copytree(run["out"], out, ignore=shutil.ignore_patterns("rescore"))
+    twin = shutil.copytree(run["a"], tmp_path / "twin")
+    s = rescore(out, [run["a"], twin, run["b"]], progress=False, calibration_quantile=0.99)
+    a, t, b = s.checkpoints
+    assert s.reference == "ckpt_a" and a.calibrated_units > 1000
+    assert t.calibrated_spike_rate == a.calibrated_spike_rate <= 0.01 < b.calibrated_spike_rate
+    assert t.paired_drift == 0 and t.paired_drift_lo == 0 and t.paired_points == a.malformations > 0
+    paired = pq.read_table(out / "rescore" / "paired.parquet").to_pylist()
+    twin_rows = [r for r in paired if r["checkpoint"] == "twin"]
+    assert twin_rows and all(r["median"] == 0 and r["mean"] == 0 for r in twin_rows)
+    assert {r["scope"] for r in twin_rows} >= {"region", "intrusion", "dropout", "drift", "malformation"}
+    for name in ("calibration", "paired", "discovered", "distribution"):
+        assert pq.read_table(out / "rescore" / f"{name}.parquet").num_rows > 0, name
+    disc = [r for r in pq.read_table(out / "rescore" / "discovered.parquet").to_pylist() if r["checkpoint"] == "ckpt_b"]
+    assert disc and all(r["gained"] > 0 and r["token"] is not None for r in disc)
+    # positions: every scored token once; control probabilities exactly where intrusion is possible
+    pos = _read(out, "ckpt_a", "positions")
+    assert pos.num_rows == a.scored_tokens
+    assert pos.column("control_probs").null_count == pos.num_rows - a.intrusion_positions
+    mass = _read(out, "ckpt_a", "token_mass").to_pandas()
+    n_struct = int((pos.column("region").to_numpy(zero_copy_only=False) == "structural").sum())
+    assert mass[mass.group == "structural"].mass.sum() == pytest.approx(n_struct, rel=1e-3)
 
 
 def test_bad_input_is_one_line(run, tmp_path, capsys):

@@ -145,3 +145,27 @@ def test_no_vocab_sized_tensor_is_materialised():
         res = scorer.score([ScoreRequest(st.ids, st.positions)])[0]
     assert res.logprob.shape == (st.n_scored,)
     assert Biggest.largest <= chunk * QWEN3_VOCAB
+
+
+def test_token_mass_equals_full_softmax_sums():
+    """The per-group probability sums (discovered tokens) equal full-softmax sums over the group's positions."""
+    tok, streams = _streams()
+    model = build_tiny_model("qwen3", QWEN3_VOCAB, seed=2)
+    reqs = []
+    for k, st in enumerate(streams):
+        g = np.full(st.n_scored, -1, np.int64)
+        g[k::3] = 0
+        g[k + 1 :: 3] = 1
+        reqs.append(ScoreRequest(st.ids, st.positions, groups=g))
+    scorer = ChunkedScorer(model, [151645], [[True]], chunk=11, max_batch_tokens=10_000, mass_groups=2)
+    scorer.score(reqs)
+    mass = scorer.take_mass()
+    want = np.zeros_like(mass)
+    for st, req in zip(streams, reqs, strict=True):
+        p = _reference(model, st.ids, st.positions, [151645])["lp"].exp().numpy()
+        for grp in (0, 1):
+            want[grp] += p[req.groups == grp].sum(0)
+    assert mass.shape == (2, QWEN3_VOCAB)
+    np.testing.assert_allclose(mass, want, atol=1e-5, rtol=1e-4)
+    assert mass.sum() == pytest.approx(sum(int((r.groups >= 0).sum()) for r in reqs), rel=1e-5)
+    assert not scorer.take_mass().any()  # taken: the running sum starts again

@@ -141,6 +141,12 @@ CASES = [
          "truncated_call", "inside_json", None, "error", False),
     Case("nested_call", "<tool_call>\n<function=bash>\n<parameter=command>\n" + xml("fetch_web", [("urls", '["u"]')])
          + "\n</parameter>\n</function>\n</tool_call>", "qwen3_coder", "nested_call", "in_value", None, "error", False),
+    Case("literal_tag_as_intended", xml("bash", [("command", 'echo "<tool_call>" > t.txt')]), "qwen3_coder",
+         "literal_tag_text", "as_intended", "<tool_call>", "info", None),
+    Case("literal_tag_mangled", xml("bash", [("command", 'echo "</parameter>" > t.txt')]), "qwen3_coder",
+         "literal_tag_text", "mangled", "</parameter>", "error", False),
+    Case("literal_tag_dropped_hermes", hermes("bash", {"command": 'echo "</tool_call>"'}), "hermes",
+         "literal_tag_text", "dropped", "</tool_call>", "error", True),
     Case("format_json_in_xml", GOOD_HERMES, "qwen3_coder", "format_mismatch", "json_in_xml_call",
          '{"name": "search_web", "arguments": {"queries": ["a", "b"]}}', "error", True),
     Case("format_json_in_function", '<tool_call>\n<function=search_web>\n{"queries": ["a"]}\n</function>\n</tool_call>',
@@ -283,7 +289,9 @@ def test_case(case: Case) -> None:
 
 def test_every_category_has_a_synthetic_case() -> None:
     covered = {c.category for c in CASES}
-    missing = set(load_taxonomy()) - covered - {"internal_error"}
+    # internal_error and verl_mismatch name gaps in trajlab itself (a crash; a call verl reads differently for a
+    # reason no other category names): no text is known to produce them
+    missing = set(load_taxonomy()) - covered - {"internal_error", "verl_mismatch"}
     assert not missing, sorted(missing)
 
 

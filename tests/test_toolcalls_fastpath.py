@@ -38,35 +38,39 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "search_web", "description": "", "parameters": {"type": "object", "properties": {
         "queries": {"type": "array", "items": {"type": "string"}}, "limit": {"type": "integer"},
         "lang": {"type": "string", "enum": ["en", "de"]}, "safe": {"type": "boolean"},
-        "score": {"type": "number"}, "opts": {"type": "object"}, "note": {"type": "string"}},
-        "required": ["queries"]}},
+        "score": {"type": "number"}, "opts": {"type": "object"}, "note": {"type": "string"},
+        "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]}, "mode": {"$ref": "#/$defs/Mode"}},
+        "required": ["queries"], "$defs": {"Mode": {"type": "string", "enum": ["a", "b"]}}}},
     {"name": "fetch_web", "description": "", "parameters": {"type": "object", "properties": {
         "urls": {"type": "array"}, "raw": {}}, "required": ["urls"]}},
     {"name": "open_tool", "description": "", "parameters": {"type": "object", "properties": {"x": {"type": "string"}},
                                                             "additionalProperties": True}},
 ]
 NAMES = ["search_web", "fetch_web", "open_tool", "search_webs", "", " ", "fetch web", "x" * 300, "search_web英文"]
-PARAMS = ["queries", "limit", "lang", "safe", "score", "opts", "note", "urls", "raw", "x", "zzz", "", "a b"]
+PARAMS = ["queries", "limit", "lang", "safe", "score", "opts", "note", "urls", "raw", "x", "zzz", "", "a b", "maybe",
+          "mode"]
 VALUES = ['["GDP 2020", "GDP 2021"]', "[]", "12", "-3", "abc", "en", "fr", "true", "False", "null", "NULL", "1.5",
           "2.0", '{"a": 1}', "{'a': 1}", "[true, null]", "", "line one\nline two", "a < b", "<div>x</div>",
           '{"name": "search_web", "arguments": {}}', "\n", "x\n", "\nx", "<tool_call>", "</parameter", "<function=f>",
-          "< tool_call>", "</ parameter>", "中文", "\\n", "[1, 2", "“q”"]
+          "< tool_call>", "</ parameter>", "中文", "\\n", "[1, 2", "“q”", "9007199254740993", "a", "b"]
 JSON_VALUES: list[Any] = [["GDP"], [], 12, -3, 1.5, 2.0, "abc", "en", "fr", True, False, None, {"a": 1}, [True, None],
                           "", "a < b", "<tool_call>", "</tool_call>", "中文", "line\nline"]
 SEPS = ["\n", "\n", "\n", "", " ", "\n\n", "\r\n", "\t", "\u2028", "x"]
 # well-formed parameters of each tool, and values that fit each parameter's type (XML text / JSON value)
-TOOL_PARAMS = {"search_web": ["queries", "limit", "lang", "safe", "score", "opts", "note"], "fetch_web": ["urls", "raw"],
+TOOL_PARAMS = {"search_web": ["queries", "limit", "lang", "safe", "score", "opts", "note", "maybe", "mode"],
+               "fetch_web": ["urls", "raw"],
                "open_tool": ["x", "extra"]}
 REQUIRED = {"search_web": ["queries"], "fetch_web": ["urls"], "open_tool": []}
 XML_OK = {"queries": ['["GDP 2020", "GDP 2021"]', "[]", '["a < b"]'], "limit": ["12", "-3"], "lang": ["en", "de"],
-          "safe": ["true", "False"], "score": ["1.5", "2.0", "-3"], "opts": ['{"a": 1}', "{}"],
+          "safe": ["true", "False"], "score": ["1.5", "-3"], "opts": ['{"a": 1}', "{}"], "maybe": ["null"],
+          "mode": ["a"],
           "note": ["abc", "line one\nline two", "a < b", "<div>x</div>", "", "\n", "x\n", "中文",
                    '{"name": "search_web", "arguments": {}}'],
           "urls": ['["https://a.b"]'], "raw": ["abc", "[1, 2]"], "x": ["abc"], "extra": ["anything"]}
 JSON_OK: dict[str, list[Any]] = {
     "queries": [["GDP"], []], "limit": [12, -3], "lang": ["en"], "safe": [True, False], "score": [1.5, 2],
     "opts": [{"a": 1}, {}], "note": ["abc", "a < b", "中文", "line\nline", ""], "urls": [["https://a.b"]],
-    "raw": ["x", 1, None], "x": ["abc"], "extra": [1, "y"]}
+    "raw": ["x", 1, None], "x": ["abc"], "extra": [1, "y"], "maybe": [3, None], "mode": ["b"]}
 FILLER = ["", "I'll search for it.", "Let me check.\n", "See <b>bold</b>.", 'He said "name" twice.',
           "call <tool_call> later", "<|im_end|>", "{\"name\": \"fetch_web\", \"arguments\": {\"urls\": []}}", "a > b",
           "<function_calls>", "<search_web>q</search_web>", "</think>", "<think>", "\u00a0"]

@@ -64,6 +64,9 @@ def check(turns: list[tuple[str, str, list[dict[str, Any]] | None]], forbids: bo
                 want = [(c.call_index, c.format, c.raw, c.start, c.end, c.function_name, c.matched_tool,
                          json_or_none(c.arguments)) for c in ta.calls]
                 assert calls.get(k, []) == want, text
+                # the columnar scan writes verl's reading of an accepted call as `as_intended`, no verl arguments
+                assert all((c.verl_executes, c.verl_function_name, c.verl_arguments) == ("as_intended", None, None)
+                           for c in ta.calls), text
     assert set(calls) <= accepted
     return len(accepted), clean
 

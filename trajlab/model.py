@@ -110,6 +110,11 @@ class ParsedCall:
     repaired: str | None = None  # corrected call text in the same format, when exactly one repair is plausible
     repaired_arguments: Any = None
     repair_note: str | None = None  # why there is (or is not) a repair
+    # what verl's parser for the turn's format executes for this call's text (trajlab.toolcalls.verl_parser):
+    # as_intended | differently | dropped; None when the format is not one verl's reading is modelled for
+    verl_executes: str | None = "as_intended"
+    verl_function_name: str | None = None  # verl's name and arguments when it executes the call differently
+    verl_arguments: Any = None
 
 
 @dataclass(slots=True)

@@ -21,7 +21,9 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 
 #: Bumped whenever a column is added, removed, renamed or changes type.
-SCHEMA_VERSION = "1.1"  # 1.1: `run` in trajectories; steps are per (run, split, step)
+#: 1.1: calls.verl_executes, calls.verl_function_name, calls.verl_arguments (verl's reading of each call).
+#: 1.2: trajectories.run; steps one row per (run, split, step) (was per (split, step)).
+SCHEMA_VERSION = "1.2"
 
 PARQUET_COMPRESSION = "zstd"
 
@@ -121,12 +123,17 @@ CALLS = TableSpec(
         C("char_end", I64, "end offset (exclusive)", False),
         C("function_name", STR, "function name as written (may be garbled)"),
         C("matched_tool", STR, "declared tool the call resolves to (exactly, or via a confident repair)"),
-        C("arguments", STR, "JSON of the parsed arguments, values converted by schema type like verl's parser"),
+        C("arguments", STR, "JSON of the intended arguments: tag text inside a value kept as text, values converted by "
+          "schema type like verl's parser (numbers exactly; anyOf/oneOf/nullable by the first fitting branch)"),
         C("status", STR, "ok | malformed", False),
         C("categories", pa.list_(STR), "taxonomy categories of error/warning findings on this call", False),
         C("repaired", STR, "corrected call text in the same format, when exactly one repair is plausible"),
         C("repaired_arguments", STR, "JSON of the repaired call's parsed arguments"),
         C("repair_note", STR, "why there is, or is not, a repair"),
+        C("verl_executes", STR, "what verl 0.9.1's parser for the run's format executes for this call's text: "
+          "as_intended | differently | dropped (null: a format verl's reading is not modelled for)"),
+        C("verl_function_name", STR, "the function name verl executes, when it executes the call differently"),
+        C("verl_arguments", STR, "JSON of the arguments verl executes, when it executes the call differently"),
     ),
     (),  # source order: files by first step then path, records by line
 )

@@ -33,7 +33,9 @@ def register(app: typer.Typer) -> None:
         tau_dropout: float | None = typer.Option(None, "--tau-dropout", help="Dropout: a logged control token gets probability <= 1-TAU (default from rules)."),
         rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory with a control_tokens.yaml (repeatable)."),
         resume: bool = typer.Option(False, "--resume", help="Keep what an interrupted run already scored; score the rest."),
-        fail_above: float | None = typer.Option(None, "--fail-above", help="Exit 4 when a checkpoint's spike rate exceeds RATE (0-1)."),
+        reference: str = typer.Option("first", "--reference", help="Checkpoint the others are measured against: a label, or 'first' (the first in step order)."),
+        calibration_quantile: float = typer.Option(0.999, "--calibration-quantile", help="Quantile of the reference's own control-token probabilities that sets each token x region spike threshold."),
+        fail_above: float | None = typer.Option(None, "--fail-above", help="Exit 4 when a checkpoint's calibrated spike rate (against --reference; not the absolute-tau rate) exceeds RATE (0-1)."),
         trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow a checkpoint's own model code."),
         allow_unsafe_pickle: bool = typer.Option(False, "--allow-unsafe-pickle", help="Load FSDP shards with full pickle (only for shards you trust)."),
         cache_merged: bool = typer.Option(False, "--cache-merged", help="Keep merged FSDP weights as safetensors next to the shards."),
@@ -42,8 +44,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Teacher-force logged trajectories through checkpoints and find control-token probability spikes.
 
-        Writes OUT/rescore/<checkpoint>/{tokens,spikes,trajectory_scores,malformations,control_stats}.parquet
-        and OUT/rescore/compare.parquet. Multi-GPU: torchrun --nproc-per-node 8 -m trajlab rescore OUT --ckpt ...
+        The headline is the calibrated spike rate: control-token probabilities beyond the reference checkpoint's own
+        --calibration-quantile, per token and region; paired drift compares the same positions with the reference.
+
+        Writes OUT/rescore/<checkpoint>/*.parquet, OUT/rescore/compare.parquet and, against the reference,
+        OUT/rescore/{calibration,paired,discovered,distribution}.parquet. Multi-GPU: torchrun --nproc-per-node 8
+        -m trajlab rescore OUT --ckpt ...
 
         Example: trajlab rescore out --ckpt ckpts/ --ckpt-steps 60,120 --sample 20 --fail-above 0.05
         """
@@ -73,6 +79,8 @@ def register(app: typer.Typer) -> None:
             rules_dirs=rules,
             resume=resume,
             fail_above=fail_above,
+            reference=reference,
+            calibration_quantile=calibration_quantile,
             progress=not no_progress and not as_json,
         )
         if summary.rank == 0:
@@ -86,8 +94,9 @@ def register(app: typer.Typer) -> None:
             if summary.rank == 0:
                 from trajlab.console import warn
 
-                worst = max(summary.checkpoints, key=lambda c: c.spike_rate)
-                warn(f"spike rate {worst.spike_rate:.2%} of checkpoint {worst.label} exceeds --fail-above {fail_above:.2%}")
+                worst = max(summary.checkpoints, key=lambda c: c.calibrated_spike_rate)
+                warn(f"calibrated spike rate {worst.calibrated_spike_rate:.2%} of checkpoint {worst.label} "
+                     f"(reference {summary.reference}) exceeds --fail-above {fail_above:.2%}")
             raise typer.Exit(EXIT_SPIKES)
 
 
@@ -95,58 +104,106 @@ def _p(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
+def _d(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.2f}"
+
+
+def _ci(r: dict[str, Any], key: str) -> str:
+    lo, hi = r.get(f"{key}_lo"), r.get(f"{key}_hi")
+    return _d(r[key]) if lo is None else f"{_d(r[key])} [{_d(lo)},{_d(hi)}]"
+
+
+def _col(c: Any) -> str:
+    return str(c.step) if c.step is not None else c.label[-10:]
+
+
 def print_summary(summary: Any, console: Any) -> None:
-    """The rich end-of-run summary: one row per checkpoint, malformation odds, biggest control-token moves."""
+    """The rich end-of-run summary (every table fits 80 columns): calibrated spikes and paired drift against the
+    reference first, then the absolute-τ counts, malformation points, biggest paired moves, discovered tokens."""
     from rich import box
     from rich.table import Table
 
     def table(title: str, cols: list[str]) -> Table:
-        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        console.print()
+        console.print(f"[bold]{title}[/]", highlight=False)  # titles are kept under 80 columns
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         for i, col in enumerate(cols):
-            t.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
+            t.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
         return t
 
+    q = summary.calibration_quantile
     t = table(
-        f"rescore: {summary.trajectories_selected} trajectories",
-        ["checkpoint", "step", "tokens", "intrusions", "dropouts", "spike rate", "mean logprob"],
+        f"rescore: {summary.trajectories_selected} trajectories against {summary.reference} (q {q:.4g})",
+        ["checkpoint", "step", "calibrated spikes", "paired drift [95% CI]", "tau spikes"],
     )
     for c in summary.checkpoints:
-        t.add_row(
-            c.label, "-" if c.step is None else str(c.step), f"{c.scored_tokens:,}",
-            f"{c.intrusions}/{c.intrusion_positions}", f"{c.dropouts}/{c.dropout_positions}",
-            f"{c.spike_rate:.2%}", _p(c.mean_logprob),
-        )  # fmt: skip
+        ref = c.label == summary.reference
+        drift = "reference" if ref else _ci(
+            {"d": c.paired_drift, "d_lo": c.paired_drift_lo, "d_hi": c.paired_drift_hi}, "d")
+        t.add_row(c.label, "-" if c.step is None else str(c.step), f"{c.calibrated_spike_rate:.2%}", drift,
+                  f"{c.spike_rate:.2%}")  # fmt: skip
     console.print(t)
+    for line in (f"calibrated spikes: control-token probability beyond the reference's own {q:.4g}",
+                 "  quantile, per token and region (the --fail-above statistic). paired drift:",
+                 "  median change of log P(malformed)/P(repaired) at the same malformation",
+                 "  points, nats [95% CI]. tau spikes: fixed thresholds (--tau-*)."):
+        console.print(f"[dim]{line}[/]", highlight=False)
+    a = table("fixed thresholds (tau) and speed",
+              ["checkpoint", "tokens", "intrusions", "dropouts", "logprob", "tokens/s"])
+    for c in summary.checkpoints:
+        a.add_row(c.label, f"{c.scored_tokens:,}", f"{c.intrusions}/{c.intrusion_positions}",
+                  f"{c.dropouts}/{c.dropout_positions}", _p(c.mean_logprob), f"{c.tokens_per_s:,.0f}")  # fmt: skip
+    console.print(a)
     for c in summary.checkpoints:
         extra = f", {c.skipped_resume} kept from an earlier run" if c.skipped_resume else ""
         rt = f", [yellow]{c.roundtrip_mismatches} round-trip mismatches[/]" if c.roundtrip_mismatches else ""
-        console.print(f"[dim]{c.label}: {c.trajectories} trajectories, {c.tokens_per_s:,.0f} tokens/s{extra}[/]{rt}")
+        if extra or rt:
+            console.print(f"[dim]{c.label}: {c.trajectories} trajectories{extra}[/]{rt}")
     if any(c.malformations for c in summary.checkpoints):
         m = table("malformation points: P(malformed) vs P(repaired) continuation",
-                  ["checkpoint", "points", "mean P(malformed)", "mean P(repaired)", "malformed preferred"])
+                  ["checkpoint", "points", "P(malformed)", "P(repaired)", "malformed wins"])
         for c in summary.checkpoints:
             m.add_row(c.label, str(c.malformations), _p(c.mean_malformed_prob), _p(c.mean_repaired_prob),
                       f"{c.malformed_preferred}/{c.malformations}")  # fmt: skip
         console.print(m)
-        shown = summary.checkpoints[-4:]
+        ref = [c for c in summary.checkpoints if c.label == summary.reference]
+        shown = ref + [c for c in summary.checkpoints if c.label != summary.reference][-6:]
         cats = sorted({k for c in shown for k in c.log_odds_by_category})
         if cats:
-            lo = table("median log P(malformed)/P(repaired) by category (higher: the malformation is more likely)",
-                       ["category", *[c.label for c in shown]])
+            lo = table("median log P(malformed)/P(repaired) by category and step",
+                       ["category", *[_col(c) for c in shown]])
             for cat in cats:
-                lo.add_row(cat, *[_p(c.log_odds_by_category.get(cat)) for c in shown])
+                lo.add_row(cat[:24], *[_p(c.log_odds_by_category.get(cat)) for c in shown])
             console.print(lo)
+    if summary.malformation_drift:
+        md = table(f"malformation log odds: paired change vs {summary.reference}",
+                   ["category", "checkpoint", "points", "change, nats", "up"])
+        last = summary.checkpoints[-1].label
+        for r in summary.malformation_drift:
+            if r["checkpoint"] == last:
+                md.add_row(r["name"][:24], r["checkpoint"], str(r["n"]), _ci(r, "median"), f"{r['share_up']:.0%}")
+        console.print(md)
     if summary.top_moves:
-        mv = table("biggest moves of control-token probability (from the previous checkpoint)",
-                   ["token", "region", "checkpoint", "mean prob", "spike rate"])
+        mv = table(f"biggest paired moves of control tokens vs {summary.reference}",
+                   ["token", "where", "checkpoint", "median [95% CI]", "up"])
         for r in summary.top_moves:
-            mv.add_row(
-                repr(r["control_token"]), r["region"], r["checkpoint"],
-                f"{_p(r['previous_mean_prob'])} -> {_p(r['mean_prob'])}",
-                f"{(r['previous_spike_rate'] or 0):.1%} -> {r['spike_rate']:.1%}",
-            )  # fmt: skip
+            where = "content" if r["scope"] == "intrusion" else "logged"
+            mv.add_row(repr(r["name"])[:14], where, r["checkpoint"], _ci(r, "median"), f"{r['share_up']:.0%}")
         console.print(mv)
+    disc = [r for r in summary.discovered if not r["is_control"]]
+    if disc:
+        last = max(r["checkpoint_index"] for r in disc)
+        rows = [r for r in disc if r["checkpoint_index"] == last]
+        rows.sort(key=lambda r: -r["score"])
+        dt = table(f"discovered tokens: {rows[0]['checkpoint']} vs {summary.reference}",
+                   ["token", "positions", "reference", "now", "x"])
+        console.print("[dim]  tokens that gained most probability where they were not the written token[/]")
+        for r in rows[:8]:
+            ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3g}"
+            dt.add_row(repr(r["token"])[:20], r["group"], _p(r["reference_prob"]), _p(r["prob"]), ratio)
+        console.print(dt)
     for c in summary.checkpoints:
         if c.skipped_control_strings:
             console.print(f"[dim]{c.label}: control strings not used: {'; '.join(c.skipped_control_strings)}[/]")
-    console.print(f"tables: {Path(summary.out) / 'rescore'}/<checkpoint>/*.parquet and compare.parquet", soft_wrap=True)
+    console.print(f"tables: {Path(summary.out) / 'rescore'}/ (per checkpoint, compare, calibration, paired, "
+                  "discovered)", soft_wrap=True)

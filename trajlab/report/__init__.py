@@ -71,6 +71,22 @@ def report(out: Path | str, output_html: Path | str, *, title: str | None = None
         if r.moved:
             figs["tokens"] = charts.token_shift_chart([m["token"] for m in r.moved], [m["delta"] for m in r.moved],
                                                       r.checkpoints[0], r.checkpoints[-1], r.moved_units)
+        d = r.drift
+        if d is not None and d.checkpoints:
+            from trajlab.report.data import rolling_ratio
+
+            st = [s["step"] for s in data.steps]
+            rate = rolling_ratio([s["malformed_calls"] for s in data.steps], [s["calls"] for s in data.steps],
+                                 data.window)  # fmt: skip
+            figs["drift"] = charts.drift_chart(st, rate, d.checkpoints, d.quantile, d.reference, data.split,
+                                               window=data.window)  # fmt: skip
+            if d.distribution:
+                figs["distribution"] = charts.distribution_chart(d.distribution, d.reference)
+            if d.log_odds:
+                have = all(c["step"] is not None for c in d.checkpoints)
+                xs = [c["step"] if have else i for i, c in enumerate(d.checkpoints)]
+                figs["log_odds"] = charts.log_odds_chart(xs, [c["checkpoint"] for c in d.checkpoints], d.log_odds,
+                                                         have)  # fmt: skip
     name = Path(out).resolve().name
     doc = page(data, figs, title=title or f"trajlab report: {name}", version=__version__)
     dest = Path(output_html)

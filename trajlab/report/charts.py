@@ -72,7 +72,8 @@ def _mark_warning(ax: Any, warn_step: int | None, label: bool = True) -> None:
 def _pct_axis(ax: Any, top: float | None = None) -> None:
     from matplotlib.ticker import PercentFormatter
 
-    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    decimals = 0 if not top or top >= 0.05 else 1 if top >= 0.005 else 2
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=decimals))
     ax.set_ylim(0, top if top else None)
 
 
@@ -257,6 +258,111 @@ def token_shift_chart(tokens: Sequence[str], deltas: Sequence[float], first: str
         lo, hi = min([0.0, *deltas]), max([0.0, *deltas])
         pad = (hi - lo) * 0.18 or 0.01
         ax.set_xlim(lo - (pad if lo < 0 else 0), hi + (pad if hi > 0 else 0))
+        return to_svg(fig)
+
+
+def drift_chart(steps: Sequence[int], malformed_rate: Sequence[float | None], checkpoints: Sequence[dict[str, Any]],
+                quantile: float, reference: str, split: str, window: int = 1) -> str:
+    """Three panels on one training-step axis: the malformed-call rate, each checkpoint's calibrated spike rate
+    (against the reference; a copy of the reference scores 1 - quantile), and its paired drift with 95 % CI."""
+    plt = _plt()
+    have_steps = all(c["step"] is not None for c in checkpoints)
+    xs = [c["step"] if have_steps else i for i, c in enumerate(checkpoints)]
+    labels = [c["checkpoint"] for c in checkpoints]
+    with plt.rc_context(_RC):
+        n = 3 if have_steps and steps else 2
+        fig, axes = plt.subplots(n, 1, figsize=(9.5, 2.3 * n + 0.8), sharex=True)
+        axes = list(axes)
+        if n == 3:
+            ax0 = axes.pop(0)
+            ax0.plot(steps, _nan(malformed_rate), color=PALETTE[1], linewidth=2.0,
+                     label=f"malformed calls, {_window_label(window)}")
+            _pct_axis(ax0, top=max(0.05, _max(malformed_rate) * 1.15))
+            ax0.set_ylabel("malformed calls\n(% of tool calls)")
+            ax0.set_title(f"Drift against the reference {reference} ({split} split)", loc="left")
+            ax0.legend(loc="upper left")
+            for x in xs:
+                ax0.axvline(x, color="#999999", linewidth=0.8, linestyle=":")
+        ax1, ax2 = axes
+        cal = [c["calibrated_rate"] for c in checkpoints]
+        ax1.plot(xs, _nan(cal), color=PALETTE[3], marker="o", linewidth=2.0, label="calibrated spike rate")
+        ax1.axhline(1 - quantile, color="#666666", linestyle="--", linewidth=1.0,
+                    label=f"a copy of the reference ({1 - quantile:.2%})")
+        for x, v, c in zip(xs, cal, checkpoints, strict=True):
+            if v is not None:
+                ax1.annotate(_pct_label(v) + (" (reference)" if c["is_reference"] else ""), (x, v),
+                             xytext=(0, 6), textcoords="offset points", ha="center", fontsize=8.5)
+        _pct_axis(ax1, top=max(0.01, _max(cal) * 1.35))
+        ax1.set_ylabel("calibrated spikes\n(% of units)")
+        ax1.legend(loc="upper left", fontsize=8.5)
+        if n == 2:
+            ax1.set_title(f"Drift against the reference {reference}", loc="left")
+        med = [c["paired_drift"] for c in checkpoints]
+        lo = [c["paired_lo"] if c["paired_lo"] is not None else c["paired_drift"] for c in checkpoints]
+        hi = [c["paired_hi"] if c["paired_hi"] is not None else c["paired_drift"] for c in checkpoints]
+        err = [[(m - a) if m is not None and a is not None else 0 for m, a in zip(med, lo, strict=True)],
+               [(b - m) if m is not None and b is not None else 0 for m, b in zip(med, hi, strict=True)]]
+        ax2.errorbar(xs, _nan(med), yerr=err, color=PALETTE[0], marker="s", linewidth=2.0, capsize=4,
+                     label="paired drift: median change of log P(malformed)/P(repaired), 95% CI")
+        ax2.axhline(0, color="#444444", linewidth=0.9)
+        ax2.set_ylabel("paired drift\n(nats)")
+        ax2.legend(loc="upper left", fontsize=8.5)
+        ax2.set_xlabel("training step" if have_steps else "checkpoint")
+        if not have_steps:
+            ax2.set_xticks(xs, labels)
+        fig.align_ylabels(axes if n == 2 else [ax0, ax1, ax2])
+        fig.tight_layout()
+        return to_svg(fig)
+
+
+def distribution_chart(dist: dict[str, list[dict[str, Any]]], reference: str) -> str:
+    """Per kind (intrusion, dropout), the share of positions per log10-probability bin, one line per checkpoint
+    (darker = later), the reference drawn thick and black on top."""
+    plt = _plt()
+    kinds = [k for k in ("intrusion", "dropout") if dist.get(k)]
+    titles = {"intrusion": "control mass at content positions", "dropout": "probability of a logged control token"}
+    with plt.rc_context(_RC):
+        fig, axes = plt.subplots(1, max(1, len(kinds)), figsize=(9.5, 3.6), squeeze=False)
+        cmap = plt.get_cmap("viridis")
+        for ax, kind in zip(axes.flat, kinds, strict=False):
+            rows = dist[kind]
+            labels = list(dict.fromkeys(r["checkpoint"] for r in rows))
+            others = [lab for lab in labels if lab != reference]
+            for i, lab in enumerate(others):
+                rr = [r for r in rows if r["checkpoint"] == lab]
+                step = rr[0]["step"]
+                ax.plot([(r["log10_lo"] + r["log10_hi"]) / 2 for r in rr], [r["share"] for r in rr],
+                        color=cmap(0.15 + 0.75 * i / max(1, len(others) - 1)), linewidth=1.5,
+                        label=lab if step is None else f"step {step}")
+            rr = [r for r in rows if r["checkpoint"] == reference]
+            if rr:
+                ax.plot([(r["log10_lo"] + r["log10_hi"]) / 2 for r in rr], [r["share"] for r in rr], color="black",
+                        linewidth=2.6, label=f"reference ({reference})", zorder=5)
+            _pct_axis(ax)
+            ax.set_title(titles[kind], loc="left", fontsize=10.5)
+            ax.set_xlabel("log10 probability")
+        axes.flat[0].set_ylabel("% of positions")
+        axes.flat[0].legend(loc="upper left", fontsize=8)
+        fig.suptitle("Control-token probability per checkpoint", x=0.01, ha="left", fontsize=12, fontweight="bold")
+        fig.tight_layout()
+        return to_svg(fig)
+
+
+def log_odds_chart(xs: Sequence[int], xlabels: Sequence[str], log_odds: dict[str, Sequence[float | None]],
+                   have_steps: bool) -> str:
+    """Median log P(malformed)/P(repaired) per malformation category across checkpoints (0: a coin flip)."""
+    plt = _plt()
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(9.5, 3.9))
+        for i, (cat, vals) in enumerate(log_odds.items()):
+            ax.plot(list(xs), _nan(vals), marker="o", linewidth=1.8, color=PALETTE[i % len(PALETTE)], label=cat)
+        ax.axhline(0, color="#444444", linewidth=0.9)
+        ax.set_ylabel("median log odds\nmalformed vs repaired (nats)")
+        ax.set_xlabel("training step" if have_steps else "checkpoint")
+        if not have_steps:
+            ax.set_xticks(list(xs), list(xlabels))
+        ax.set_title("Malformation points by category across checkpoints", loc="left")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8.5)
         return to_svg(fig)
 
 

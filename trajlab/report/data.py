@@ -54,6 +54,19 @@ class RescoreData:
     moved: list[dict[str, Any]] = field(default_factory=list)  # token, delta, first, last
     moved_units: str = ""
     note: str | None = None
+    drift: DriftData | None = None  # against the reference, when ``trajlab rescore`` wrote its drift tables
+
+
+@dataclass
+class DriftData:
+    """The drift page: every checkpoint against the reference (``rescore_calibration``, ``rescore_paired``, ...)."""
+
+    reference: str
+    quantile: float
+    checkpoints: list[dict[str, Any]]  # label, step, calibrated_rate, paired_drift (+ _lo/_hi), is_reference
+    distribution: dict[str, list[dict[str, Any]]]  # kind -> rows (checkpoint, step, log10_lo, log10_hi, share)
+    log_odds: dict[str, list[float | None]]  # category -> median log odds per entry of ``checkpoints``
+    discovered: list[dict[str, Any]]  # the last checkpoint's top tokens (not configured control tokens first)
 
 
 @dataclass

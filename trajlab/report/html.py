@@ -284,11 +284,13 @@ def _rescore_section(d: ReportData, charts: dict[str, str]) -> str:
     r = d.rescore
     if r is None:
         return ""
-    parts = ['<h2 id="rescore">Control-token spikes per checkpoint</h2>',
+    fixed = (' These rates use fixed thresholds (τ): a small or early checkpoint that is unsure everywhere counts '
+             'as spiky, so read the drift page above first.' if r.drift is not None else '')
+    parts = ['<h2 id="rescore">Control-token spikes per checkpoint (fixed thresholds)</h2>',
              '<p class="lead">From <code>trajlab rescore</code>: the logged trajectories teacher-forced through each '
              'checkpoint. An <em>intrusion</em> is a content position where the checkpoint puts most of its '
              'probability on control tokens; a <em>dropout</em> is a control token the trajectory needs that the '
-             'checkpoint makes unlikely.</p>']
+             f'checkpoint makes unlikely.{fixed}</p>']
     if "spikes" in charts:
         parts.append(figure(charts["spikes"], "Spike rates per checkpoint, in training order: intrusions in % of "
                                               "content positions, dropouts in % of logged control tokens.", "spikes"))
@@ -310,12 +312,78 @@ def _rescore_section(d: ReportData, charts: dict[str, str]) -> str:
     return "".join(parts)
 
 
+def _drift_section(d: ReportData, charts: dict[str, str]) -> str:
+    dr = d.rescore.drift if d.rescore is not None else None
+    if dr is None:
+        return ""
+    q = dr.quantile
+    parts = ['<h2 id="drift">Drift against the reference checkpoint</h2>',
+             f'<p class="lead">Every checkpoint measured against <code>{e(dr.reference)}</code> on the same '
+             f'trajectories. <em>Calibrated spikes</em>: control-token probability beyond the reference&#39;s own '
+             f'{e(f"{q:.4g}")} quantile, per control token and region (a copy of the reference scores at most '
+             f'{e(pct(1 - q, 2))}; a checkpoint that is only more confident scores less). <em>Paired drift</em>: '
+             f'at the very tokens where malformed calls depart from their repair, the median change of '
+             f'log P(malformed)/P(repaired) against the reference, with a 95% bootstrap interval over '
+             f'trajectories.</p>']
+    if "drift" in charts:
+        parts.append(figure(charts["drift"], "Top: malformed-call rate of the run per training step (dotted lines: "
+                                             "the checkpoints). Middle: calibrated spike rate per checkpoint. "
+                                             "Bottom: paired drift per checkpoint (nats; 0 = like the reference).",
+                            "drift"))
+    head = ("<tr><th>checkpoint</th><th class=\"num\">step</th><th class=\"num\">calibrated spike rate</th>"
+            "<th class=\"num\">paired drift, nats [95% CI]</th><th class=\"num\">malformation points</th></tr>")
+    body = []
+    for c in dr.checkpoints:
+        if c["is_reference"]:
+            drift = "reference"
+        elif c["paired_drift"] is None:
+            drift = "–"
+        else:
+            ci = "" if c["paired_lo"] is None else f' [{c["paired_lo"]:+.2f}, {c["paired_hi"]:+.2f}]'
+            drift = f'{c["paired_drift"]:+.2f}{ci}'
+        body.append(f'<tr><td class="mono">{e(c["checkpoint"])}</td><td class="num">{e(num(c["step"]))}</td>'
+                    f'<td class="num">{e(pct(c["calibrated_rate"], 2))}</td><td class="num">{e(drift)}</td>'
+                    f'<td class="num">{e(num(c["paired_points"]))}</td></tr>')
+    parts.append(f'<div class="scroll"><table><thead>{head}</thead><tbody>{"".join(body)}</tbody></table></div>')
+    if "distribution" in charts:
+        parts.append(figure(charts["distribution"], "Share of positions per log10-probability bin (0.25 wide; the "
+                                                    "first bin also holds everything below 1e-6): left, control "
+                                                    "mass where content was written; right, the probability of a "
+                                                    "control token that was written. Black: the reference.",
+                            "distribution"))
+    if "log_odds" in charts:
+        parts.append(figure(charts["log_odds"], "Median log P(malformed)/P(repaired) at the malformation points, per "
+                                                "category and checkpoint (above 0: the checkpoint prefers the "
+                                                "malformation).", "log_odds"))
+    if dr.discovered:
+        last = dr.discovered[0]["checkpoint"]
+        def g3(v: float | None, suffix: str = "") -> str:
+            return "–" if v is None else f"{v:.3g}{suffix}"
+
+        rows = "".join(
+            f'<tr><td class="mono">{e(repr(r["token"]))}</td><td>{e(r["group"])}</td>'
+            f'<td class="num">{e(g3(r["reference_prob"]))}</td><td class="num">{e(g3(r["prob"]))}</td>'
+            f'<td class="num">{e(g3(r["ratio"], "×"))}</td>'
+            f'<td>{"configured" if r["is_control"] else "new"}</td></tr>' for r in dr.discovered)
+        parts.append(f'<h3 id="discovered">Discovered tokens: {e(last)} against {e(dr.reference)}</h3>'
+                     '<p class="lead">Tokens, listed or not, whose mean probability at positions where they were '
+                     'not the written token grew most (ranked by mass gained times the log of its growth). A new '
+                     'one that looks like part of a malformation can be added to '
+                     '<code>rules/control_tokens.yaml</code>.</p>'
+                     '<div class="scroll"><table><thead><tr><th>token</th><th>positions</th>'
+                     '<th class="num">reference</th><th class="num">now</th><th class="num">growth</th>'
+                     f'<th>control list</th></tr></thead><tbody>{rows}</tbody></table></div>')
+    return "".join(parts)
+
+
 def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> str:
     """The complete HTML document."""
     nav = ['<a href="#runs">runs</a>'] if len(d.runs) > 1 else []
     nav += ['<a href="#overview">overview</a>', '<a href="#categories">categories</a>',
            '<a href="#names">garbled names</a>', '<a href="#examples">examples</a>']
     if d.rescore is not None:
+        if d.rescore.drift is not None:
+            nav.append('<a href="#drift">drift</a>')
         nav.append('<a href="#rescore">rescore</a>')
     first_rot = ""
     if d.early_warning and d.steps:
@@ -374,6 +442,7 @@ def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> 
 <p class="lead">The offending span is highlighted in the text as generated; the repair trajlab proposes is on the
 right. Open the whole trajectory with the command under each example.</p>
 {examples}
+{_drift_section(d, charts)}
 {_rescore_section(d, charts)}
 <p class="muted" style="margin-top:40px">Ask your own questions: <code>trajlab sql {e(d.out)}</code> lists the tables.</p>
 </main>

@@ -1,4 +1,6 @@
-"""Rescore results for the report: spike rates per checkpoint and the control tokens that moved most.
+"""Rescore results for the report: spike rates per checkpoint, the control tokens that moved most, and the
+drift page (every checkpoint against the reference: calibrated spikes, paired drift, distributions,
+malformation log odds by category, discovered tokens).
 
 Reads the ``rescore_*`` views of :mod:`trajlab.query` (tables written by ``trajlab rescore``, see
 :mod:`trajlab.rescore.outputs`). Checkpoints are ordered as the run orders them (``rescore_compare``'s
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
 
-    from trajlab.report.data import RescoreData
+    from trajlab.report.data import DriftData, RescoreData
 
 SPIKE_UNITS = "eligible positions"
 MOVED_UNITS = "mean probability, 0-1"
@@ -97,4 +99,57 @@ def rescore_data(con: duckdb.DuckDBPyConnection, views: set[str], *, top_tokens:
             FROM a JOIN b USING (control_token)
             ORDER BY abs(b.mean_prob - a.mean_prob) DESC, token LIMIT ?""", [first, last, top_tokens])
         data.moved = [m for m in data.moved if m["delta"] is not None]
+    data.drift = drift_data(con, views, order)
     return data
+
+
+def drift_data(con: duckdb.DuckDBPyConnection, views: set[str],
+               order: list[tuple[str, int | None]]) -> DriftData | None:  # fmt: skip
+    """The drift page's data, or ``None`` when the rescore drift tables are missing (an older rescore)."""
+    from trajlab.report.data import DriftData
+
+    if "rescore_calibration" not in views or "rescore_paired" not in views:
+        return None
+    cal = {r["checkpoint"]: r for r in _rows(con, """
+        SELECT checkpoint, any_value(reference) AS reference, any_value(quantile) AS quantile,
+               sum(spikes) / nullif(sum(units), 0) AS rate
+        FROM rescore_calibration GROUP BY checkpoint""")}
+    if not cal:
+        return None
+    ref = next(iter(cal.values()))["reference"]
+    q = float(next(iter(cal.values()))["quantile"])
+    pd = {r["checkpoint"]: r for r in _rows(con, """
+        SELECT checkpoint, median, median_lo, median_hi, n FROM rescore_paired
+        WHERE scope = 'malformation' AND name = 'all' AND measure = 'log odds'""")}
+    cps = []
+    for label, step in order:
+        if label not in cal:
+            continue
+        p = pd.get(label, {})
+        is_ref = label == ref
+        cps.append({"checkpoint": label, "step": step, "is_reference": is_ref, "calibrated_rate": cal[label]["rate"],
+                    "paired_drift": 0.0 if is_ref else p.get("median"),
+                    "paired_lo": 0.0 if is_ref else p.get("median_lo"),
+                    "paired_hi": 0.0 if is_ref else p.get("median_hi"), "paired_points": p.get("n")})  # fmt: skip
+    dist: dict[str, list[dict[str, Any]]] = {}
+    if "rescore_distribution" in views:
+        for r in _rows(con, """SELECT checkpoint, step, kind, bin, log10_lo, log10_hi, share, is_reference
+                               FROM rescore_distribution ORDER BY kind, checkpoint_index, bin"""):
+            dist.setdefault(r["kind"], []).append(r)
+    log_odds: dict[str, list[float | None]] = {}
+    if "rescore_malformations" in views:
+        idx = {c["checkpoint"]: i for i, c in enumerate(cps)}
+        for r in _rows(con, """
+                SELECT checkpoint, category, median(log_odds) AS lo FROM
+                    (SELECT checkpoint, unnest(categories) AS category, log_odds FROM rescore_malformations
+                     WHERE log_odds IS NOT NULL)
+                GROUP BY ALL ORDER BY category"""):
+            if r["checkpoint"] in idx:
+                log_odds.setdefault(r["category"], [None] * len(cps))[idx[r["checkpoint"]]] = r["lo"]
+    disc: list[dict[str, Any]] = []
+    if "rescore_discovered" in views and len(cps) > 1:
+        last = cps[-1]["checkpoint"]
+        disc = _rows(con, """
+            SELECT checkpoint, "group", rank, token, token_id, is_control, reference_prob, prob, gained, ratio, score
+            FROM rescore_discovered WHERE checkpoint = ? ORDER BY is_control, score DESC, token_id LIMIT 12""", [last])
+    return DriftData(ref, q, cps, dist, log_odds, disc)

@@ -3,9 +3,11 @@
 :func:`rescore` is the library function behind ``trajlab rescore``. It reads a scan's tables, rebuilds each
 selected trajectory's token stream (:mod:`~trajlab.rescore.stream`), runs every checkpoint over it
 (:mod:`~trajlab.rescore.scoring`: body once per batch, LM head in chunks at assistant positions only), and writes
-per token / spike / trajectory / malformation / control-token tables under ``OUT/rescore/<label>/`` plus
-``OUT/rescore/compare.parquet`` (:mod:`~trajlab.rescore.outputs`). Under ``torchrun`` each rank scores its
-shard and rank 0 merges (:mod:`~trajlab.rescore.distributed`).
+per token / spike / trajectory / malformation / control-token / position / token-mass tables under
+``OUT/rescore/<label>/`` plus ``OUT/rescore/compare.parquet`` (:mod:`~trajlab.rescore.outputs`). Then every
+checkpoint is compared with the reference (:mod:`~trajlab.rescore.drift`: calibrated spikes, paired drift,
+discovered tokens). Under ``torchrun`` each rank scores its shard and rank 0 merges and compares
+(:mod:`~trajlab.rescore.distributed`).
 
 Heavy modules (torch, transformers) are imported inside the functions.
 """
@@ -47,7 +49,16 @@ class CheckpointSummary:
     intrusions: int = 0
     dropout_positions: int = 0
     dropouts: int = 0
-    spike_rate: float = 0.0
+    spike_rate: float = 0.0  # absolute τ: (intrusions + dropouts) / eligible positions
+    calibrated_spike_rate: float = 0.0  # against the reference's own distribution (the --fail-above statistic)
+    calibrated_spikes: int = 0
+    calibrated_units: int = 0
+    calibrated_intrusion_rate: float | None = None
+    calibrated_dropout_rate: float | None = None
+    paired_drift: float | None = None  # median Δ log odds P(malformed)/P(repaired) vs the reference
+    paired_drift_lo: float | None = None
+    paired_drift_hi: float | None = None
+    paired_points: int = 0
     mean_logprob: float | None = None
     malformations: int = 0
     mean_malformed_prob: float | None = None
@@ -71,12 +82,18 @@ class RescoreSummary:
     fail_above: float | None = None
     rank: int = 0
     world_size: int = 1
-    top_moves: list[dict[str, Any]] = field(default_factory=list)
+    top_moves: list[dict[str, Any]] = field(default_factory=list)  # paired moves vs the reference, biggest first
+    reference: str | None = None
+    calibration_quantile: float = 0.999
+    discovered: list[dict[str, Any]] = field(default_factory=list)
+    malformation_drift: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def exceeded(self) -> bool:
-        """True when ``fail_above`` is set and a checkpoint's spike rate is above it."""
-        return self.fail_above is not None and any(c.spike_rate > self.fail_above for c in self.checkpoints)
+        """True when ``fail_above`` is set and a checkpoint's calibrated spike rate is above it."""
+        return self.fail_above is not None and any(
+            c.calibrated_spike_rate > self.fail_above for c in self.checkpoints
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -202,6 +219,63 @@ def _tokens_table(
     )
 
 
+def _positions_table(label: str, tr: Any, st: Any, res: Any, cset: Any, fl: Any) -> pa.Table:
+    """Rows of ``positions`` for one trajectory (every scored token; control probabilities where eligible)."""
+    from trajlab.rescore.control_tokens import REGIONS
+
+    n = st.n_scored
+    member = np.array(cset.format_masks[tr.tool_format if tr.tool_format in cset.format_masks else "none"], bool)
+    elig = fl.intrusion_eligible
+    K = len(cset.ids)
+    cp = np.asarray(res.control_probs[elig], dtype=np.float32).copy()
+    if K:
+        cp[:, ~member] = np.nan
+    offsets = np.zeros(n + 1, np.int32)
+    offsets[1:] = np.cumsum(np.where(elig, K, 0))
+    lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(cp.reshape(-1), pa.float32()),
+                                     mask=pa.array(~elig))
+    logged = st.ids[st.positions]
+    return pa.table(
+        {
+            "checkpoint": pa.array([label] * n, pa.string()),
+            "trajectory_id": pa.array([tr.trajectory_id] * n, pa.string()),
+            "position": pa.array(st.positions, pa.int64()),
+            "region": pa.array(REGIONS, type=pa.string()).take(pa.array(st.region.astype(np.int64))),
+            "token_id": pa.array(logged, pa.int64()),
+            "logprob": pa.array(res.logprob, pa.float32()),
+            "is_control": pa.array(np.isin(logged, list(cset.ids_for(tr.tool_format)))),
+            "control_mass": pa.array(res.control_mass, pa.float32()),
+            "control_probs": lists,
+        }
+    )
+
+
+def _mass_groups(st: Any, th: Any) -> np.ndarray:
+    """Mass group of each scored position: 0 structural, 1 content (the intrusion regions), -1 neither."""
+    from trajlab.rescore.stream import REGION_CODE
+
+    g = np.full(st.n_scored, -1, np.int64)
+    g[st.region == REGION_CODE["structural"]] = 0
+    g[np.isin(st.region, [REGION_CODE[r] for r in th.intrusion_regions])] = 1
+    return g
+
+
+def _token_mass_rows(label: str, mass: np.ndarray, logged: np.ndarray) -> pa.Table:
+    """Sparse rows of ``token_mass`` for one block (tokens whose summed probability is at least 1e-6)."""
+    from trajlab.rescore.outputs import MASS_GROUPS
+
+    g, v = np.nonzero(mass >= 1e-6)
+    return pa.table(
+        {
+            "checkpoint": pa.array([label] * len(g), pa.string()),
+            "group": pa.array(MASS_GROUPS, pa.string()).take(pa.array(g.astype(np.int64))),
+            "token_id": pa.array(v.astype(np.int64), pa.int64()),
+            "mass": pa.array(mass[g, v], pa.float64()),
+            "logged_mass": pa.array(logged[g, v], pa.float64()),
+        }
+    )
+
+
 def _auto_chunk(device: str) -> int:
     return 2048 if str(device).startswith("cuda") else 256
 
@@ -243,6 +317,8 @@ def rescore(
     rules_dirs: Sequence[str | Path] = (),
     resume: bool = False,
     fail_above: float | None = None,
+    reference: str | None = "first",
+    calibration_quantile: float = 0.999,
     block_size: int = 64,
     progress: bool = True,
 ) -> RescoreSummary:
@@ -254,8 +330,11 @@ def rescore(
     ``tokenizer``: a directory or alias (default: each checkpoint's own). ``chunk``: LM-head rows per chunk
     (default 2048 on GPU, 256 on CPU). ``tokens``: ``all`` | ``calls`` | ``none`` (rows in ``tokens.parquet``).
     ``tau_*`` override ``rules/control_tokens.yaml``. ``resume`` keeps what an interrupted run already scored.
-    ``fail_above``: the summary's :attr:`RescoreSummary.exceeded` turns true when a checkpoint's spike rate is
-    above it (the CLI exits 4). Writes ``OUT/rescore/<label>/*.parquet`` and ``OUT/rescore/compare.parquet``.
+    ``reference``: ``first`` (the first checkpoint in step order) or a label; ``calibration_quantile`` q sets
+    each control token × region threshold from the reference's own distribution (:mod:`~trajlab.rescore.drift`).
+    ``fail_above``: the summary's :attr:`RescoreSummary.exceeded` turns true when a checkpoint's *calibrated*
+    spike rate is above it (the CLI exits 4). Writes ``OUT/rescore/<label>/*.parquet``,
+    ``OUT/rescore/compare.parquet`` and the reference tables (calibration, paired, discovered, distribution).
     """
     import importlib.util
 
@@ -276,6 +355,8 @@ def rescore(
         raise TableError(f"{out}: no trajectories.parquet here", hint="run `trajlab scan DUMPS -o OUT` first")
     if fail_above is not None and not 0.0 <= fail_above <= 1.0:
         raise TrajlabError(f"--fail-above {fail_above}: expected a rate between 0 and 1")
+    if not 0.5 <= calibration_quantile < 1.0:
+        raise TrajlabError(f"--calibration-quantile {calibration_quantile}: expected a value in [0.5, 1), e.g. 0.999")
     if max_batch_tokens < 1:
         raise TrajlabError("--max-batch-tokens must be at least 1")
     if chunk is not None and chunk < 1:
@@ -288,17 +369,48 @@ def rescore(
     from trajlab.rescore.checkpoints import resolve_checkpoints
 
     refs = resolve_checkpoints(list(ckpts), ckpt_steps_set)
+    from trajlab.rescore.drift import pick_reference
+
+    pick_reference([(r.label, r.step) for r in refs], reference)  # an unknown label fails before any scoring
     ids = select_trajectories(out, where=where, steps=steps_set, sample=sample, seed=seed, limit=limit)
 
     info = dist_mod.init_distributed()
     try:
-        return _run(out, refs, ids, info, th=th, rules=rules, rules_dirs=rules_dirs, device=device, dtype=dtype, tokenizer=tokenizer,
-                    trust_remote_code=trust_remote_code, allow_unsafe_pickle=allow_unsafe_pickle,
-                    cache_merged=cache_merged, device_map=device_map, chunk=chunk,
-                    max_batch_tokens=max_batch_tokens, tokens=tokens, resume=resume, fail_above=fail_above,
-                    block_size=max(1, block_size), progress=progress)  # fmt: skip
+        with _quiet_libraries():
+            return _run(out, refs, ids, info, th=th, rules=rules, rules_dirs=rules_dirs, device=device, dtype=dtype, tokenizer=tokenizer,
+                        trust_remote_code=trust_remote_code, allow_unsafe_pickle=allow_unsafe_pickle,
+                        cache_merged=cache_merged, device_map=device_map, chunk=chunk,
+                        max_batch_tokens=max_batch_tokens, tokens=tokens, resume=resume, fail_above=fail_above,
+                        reference=reference, calibration_quantile=calibration_quantile,
+                        block_size=max(1, block_size), progress=progress)  # fmt: skip
     finally:
         dist_mod.finalize(info)
+
+
+class _quiet_libraries:  # noqa: N801 - used as a context manager
+    """Library chatter the user cannot act on stays hidden while rescoring: torch's DeviceMesh pickling notes
+    (FSDP shards), transformers' load messages, and Python warnings raised inside torch and transformers."""
+
+    def __enter__(self) -> None:
+        import logging
+        import warnings
+
+        self._warn = warnings.catch_warnings()
+        self._warn.__enter__()
+        for mod in ("torch", "transformers", "accelerate"):
+            warnings.filterwarnings("ignore", module=rf"{mod}(\.|$)")
+        self._levels = {}
+        for name in ("torch.distributed", "torch.distributed.device_mesh", "transformers", "accelerate"):
+            lg = logging.getLogger(name)
+            self._levels[name] = lg.level
+            lg.setLevel(logging.ERROR)
+
+    def __exit__(self, *exc: Any) -> None:
+        import logging
+
+        for name, level in self._levels.items():
+            logging.getLogger(name).setLevel(level)
+        self._warn.__exit__(*exc)
 
 
 def _run(out: Path, refs: list[Any], ids: list[str], info: Any, **kw: Any) -> RescoreSummary:
@@ -312,31 +424,55 @@ def _run(out: Path, refs: list[Any], ids: list[str], info: Any, **kw: Any) -> Re
     spans = _SpanCache(kw["rules_dirs"])
     tokenizers = _TokenizerCache(kw["trust_remote_code"])
     summaries: list[CheckpointSummary] = []
+    decoders: dict[str, Callable[[int], str]] = {}
+    reference, quantile = kw.pop("reference"), kw.pop("calibration_quantile")
     for ref in refs:
         tok = tokenizers(kw["tokenizer"] if kw["tokenizer"] is not None else ref)
+        decoders[ref.label] = _Labels(tok)
         summaries.append(_run_checkpoint(out, ref, texts, malformed, spans, tok, info, **kw))
-    compare_path = None
-    top_moves: list[dict[str, Any]] = []
-    if info.is_main:
-        p = outputs.write_compare(out, [(r.label, r.step) for r in refs])
-        compare_path = str(p)
-        top_moves = _top_moves(p)
-    dist_mod.barrier(info)
-    return RescoreSummary(
-        out=str(out), trajectories_selected=len(ids), checkpoints=summaries, compare_path=compare_path,
-        fail_above=kw["fail_above"], rank=info.rank, world_size=info.world_size, top_moves=top_moves,
+    summary = RescoreSummary(
+        out=str(out), trajectories_selected=len(ids), checkpoints=summaries, compare_path=None,
+        fail_above=kw["fail_above"], rank=info.rank, world_size=info.world_size, calibration_quantile=quantile,
     )  # fmt: skip
+    if info.is_main:
+        order = [(r.label, r.step) for r in refs]
+        summary.compare_path = str(outputs.write_compare(out, order))
+        apply_drift(summary, out, order, reference=reference, quantile=quantile, thresholds=kw["th"],
+                    decoders=decoders)  # fmt: skip
+        outputs.write_drift_json(out, summary.reference, quantile, summaries)
+    dist_mod.barrier(info)
+    if not info.is_main:  # every rank exits the same way under --fail-above
+        outputs.read_drift_json(out, summary)
+    return summary
 
 
-def _top_moves(compare_path: Path, n: int = 8) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
+def apply_drift(
+    summary: RescoreSummary,
+    out: Path,
+    order: list[tuple[str, int | None]],
+    *,
+    reference: str | None,
+    quantile: float,
+    thresholds: Any,
+    decoders: dict[str, Callable[[int], str]] | None = None,
+) -> None:
+    """Compare every checkpoint with the reference (:mod:`~trajlab.rescore.drift`) and fill the summary."""
+    from trajlab.rescore.drift import compare_to_reference
 
-    t = pq.read_table(compare_path)
-    if t.num_rows == 0:
-        return []
-    rows = [r for r in t.to_pylist() if r["previous_checkpoint"] is not None and r["region"] != "all"]
-    rows.sort(key=lambda r: -abs(r["delta_mean_prob"] or 0.0))
-    return rows[:n]
+    d = compare_to_reference(out, order, reference=reference, quantile=quantile, thresholds=thresholds,
+                             decoders=decoders)  # fmt: skip
+    summary.reference = d.reference
+    summary.calibration_quantile = d.quantile
+    for c in summary.checkpoints:
+        h = d.checkpoints.get(c.label)
+        if h is None:
+            continue
+        for k, v in asdict(h).items():
+            if k != "label":
+                setattr(c, k, v)
+    summary.top_moves = d.moves[:8]
+    summary.discovered = d.discovered
+    summary.malformation_drift = d.malformation
 
 
 def _run_checkpoint(
@@ -414,9 +550,11 @@ def _run_checkpoint(
     cset = resolve_control_set(tok, rules)
     summary.control_family = cset.family
     summary.skipped_control_strings = list(cset.skipped)
+    from trajlab.rescore.outputs import MASS_GROUPS
+
     scorer = ChunkedScorer(
         model, cset.ids, cset.mask_rows(), chunk=chunk or _auto_chunk(dev), max_batch_tokens=max_batch_tokens,
-        device=None if device_map else dev,
+        device=None if device_map else dev, mass_groups=len(MASS_GROUPS),
     )  # fmt: skip
     sp = ChatSpecials.from_tokenizer(tok)
     im_end_id = sp.im_end if sp else (tok.eos_token_id if isinstance(tok.eos_token_id, int) else None)
@@ -429,7 +567,7 @@ def _run_checkpoint(
         for b0 in range(0, len(todo), block_size):
             block = todo[b0 : b0 + block_size]
             streams = build_streams(block, tok, spans)
-            reqs, points_all, extra_maps = [], [], []
+            reqs, points_all, extra_maps, groups = [], [], [], []
             for tr, st in zip(block, streams, strict=True):
                 points = find_malformation_points(tr, st, malformed.get(tr.trajectory_id, []), tok, im_end_id)
                 extra, emap = [], {}
@@ -437,13 +575,17 @@ def _run_checkpoint(
                     if p.index is not None and p.repaired_token_id is not None:
                         emap[i] = len(extra)
                         extra.append((p.index, int(p.repaired_token_id)))
-                reqs.append(ScoreRequest(st.ids, st.positions, cset.format_index(tr.tool_format), extra))
+                groups.append(_mass_groups(st, th))
+                reqs.append(ScoreRequest(st.ids, st.positions, cset.format_index(tr.tool_format), extra, groups[-1]))
                 points_all.append(points)
                 extra_maps.append(emap)
             results = scorer.score(reqs, progress=bar.tokens if bar else None)
-            tok_tables, spike_r, traj_r, mal_r = [], [], [], []
+            tok_tables, pos_tables, spike_r, traj_r, mal_r = [], [], [], [], []
             block_stats = ControlStats(cset)
-            for tr, st, res, points, emap in zip(block, streams, results, points_all, extra_maps, strict=True):
+            mass = scorer.take_mass()
+            logged_mass = np.zeros_like(mass)
+            for tr, st, res, points, emap, grp in zip(block, streams, results, points_all, extra_maps, groups,
+                                                      strict=True):  # fmt: skip
                 fl = classify(st, res, cset, tr.tool_format, th)
                 row = trajectory_row(tr, st, res, fl)
                 row["checkpoint"] = ref.label
@@ -456,13 +598,18 @@ def _run_checkpoint(
                 if t is not None:
                     tok_tables.append(t)
                 block_stats.add(st, res, fl, tr.tool_format)
+                pos_tables.append(_positions_table(ref.label, tr, st, res, cset, fl))
+                gm = grp >= 0
+                np.add.at(logged_mass, (grp[gm], st.ids[st.positions][gm]), np.exp(res.logprob[gm].astype(np.float64)))
                 lp_sum += float(res.logprob.sum(dtype=np.float64))
                 summary.tokens += st.n_tokens
                 summary.scored_tokens += st.n_scored
             outputs.write_part(
                 pdir, info.rank, seq,
                 {"tokens": pa.concat_tables(tok_tables) if tok_tables else None, "spikes": spike_r,
-                 "malformations": mal_r, "control_stats": block_stats.rows(ref.label), "trajectory_scores": traj_r},
+                 "malformations": mal_r, "control_stats": block_stats.rows(ref.label),
+                 "positions": pa.concat_tables(pos_tables) if pos_tables else None,
+                 "token_mass": _token_mass_rows(ref.label, mass, logged_mass), "trajectory_scores": traj_r},
             )  # fmt: skip
             seq += 1
             summary.trajectories += len(block)

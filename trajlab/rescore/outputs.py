@@ -4,9 +4,11 @@ Layout under the scan directory ``OUT``::
 
     OUT/rescore/<checkpoint label>/
         tokens.parquet  spikes.parquet  trajectory_scores.parquet  malformations.parquet
-        control_stats.parquet  manifest.json
+        control_stats.parquet  positions.parquet  token_mass.parquet  manifest.json
         parts/<table>/r<rank>-<seq>.parquet      (while running; removed after the merge)
     OUT/rescore/compare.parquet
+    OUT/rescore/{calibration,paired,discovered,distribution}.parquet   (trajlab.rescore.drift)
+    OUT/rescore/drift.json   (the reference and each checkpoint's calibrated and paired headline)
 
 Each rank writes one part per block of trajectories, ``trajectory_scores`` last: a part whose
 ``trajectory_scores`` file exists is complete, anything else is a leftover of an interrupted run and is deleted
@@ -202,11 +204,53 @@ COMPARE = register(
     )
 )
 
+POSITIONS = register(
+    TableSpec(
+        "rescore_positions",
+        "rescore/<label>/positions: per scored token, what the reference comparison needs (logged-token "
+        "logprob, control-token probabilities at content positions); joined across checkpoints on "
+        "(trajectory_id, position).",
+        (
+            C("checkpoint", STR, "checkpoint label", False),
+            C("trajectory_id", STR, "trajectories.trajectory_id", False),
+            C("position", I64, "index of the token in the rebuilt token stream", False),
+            C("region", STR, "structural | function_name | param_name | param_value | text | think", False),
+            C("token_id", I64, "logged token id", False),
+            C("logprob", F32, "log-probability of the logged token", False),
+            C("is_control", BOOL, "the logged token is a control token of the trajectory's format", False),
+            C("control_mass", F32, "probability mass on the format's control-token set", False),
+            C("control_probs", pa.list_(F32), "at intrusion-eligible positions: probability of each control token "
+              "(manifest.json control_tokens order; NaN for tokens outside the format's set); else null"),
+        ),
+        ("trajectory_id", "position"),
+    )
+)
+
+MASS_GROUPS: tuple[str, ...] = ("structural", "content")
+
+TOKEN_MASS = register(
+    TableSpec(
+        "rescore_token_mass",
+        "rescore/<label>/token_mass: per vocabulary token, its next-token probability summed over the "
+        "structural and content positions (tokens whose sum is below 1e-6 in a block are left out).",
+        (
+            C("checkpoint", STR, "checkpoint label", False),
+            C("group", STR, "structural (region structural) | content (the intrusion regions)", False),
+            C("token_id", I64, "vocabulary id", False),
+            C("mass", F64, "sum over the group's positions of the token's probability", False),
+            C("logged_mass", F64, "the part of mass from positions where the token is the logged one", False),
+        ),
+        ("group", "token_id"),
+    )
+)
+
 PER_CHECKPOINT: tuple[tuple[str, TableSpec], ...] = (
     ("tokens", TOKENS),
     ("spikes", SPIKES),
     ("malformations", MALFORMATIONS),
     ("control_stats", CONTROL_STATS),
+    ("positions", POSITIONS),
+    ("token_mass", TOKEN_MASS),
     ("trajectory_scores", TRAJECTORY_SCORES),  # last: marks a part complete
 )
 _PART_RE = re.compile(r"^r(\d+)-(\d+)\.parquet$")
@@ -293,6 +337,8 @@ def merge_parts(out: Path, label: str, *, keep_parts: bool = False) -> list[str]
         table = _concat(spec, files)
         if key == "control_stats":
             table = _sum_control_stats(table)
+        elif key == "token_mass":
+            table = _sum_token_mass(table)
         write_table(spec, table, ldir / f"{key}.parquet")
     if not keep_parts:
         clear_parts(pdir)
@@ -320,6 +366,16 @@ def _sum_control_stats(t: pa.Table) -> pa.Table:
         .with_columns((pl.col("sum_prob") / pl.col("n_positions")).alias("mean_prob"))
     )
     return to_table(CONTROL_STATS, agg.to_arrow())
+
+
+def _sum_token_mass(t: pa.Table) -> pa.Table:
+    if t.num_rows == 0:
+        return t
+    import polars as pl
+
+    agg = pl.from_arrow(t).group_by(["checkpoint", "group", "token_id"]).agg(pl.col("mass").sum(),
+                                                                             pl.col("logged_mass").sum())
+    return to_table(TOKEN_MASS, agg.to_arrow())
 
 
 def build_compare(out: Path, checkpoints: Sequence[tuple[str, int | None]]) -> pa.Table:
@@ -376,3 +432,134 @@ def build_compare(out: Path, checkpoints: Sequence[tuple[str, int | None]]) -> p
 
 def write_compare(out: Path, checkpoints: Sequence[tuple[str, int | None]]) -> Path:
     return write_table(COMPARE, build_compare(out, checkpoints), Path(out) / "rescore" / "compare.parquet")
+
+
+# ------------------------------------------------------------------ against the reference (trajlab.rescore.drift)
+CALIBRATION = register(
+    TableSpec(
+        "rescore_calibration",
+        "rescore/calibration: reference-calibrated spikes per checkpoint, kind, control token and region; the "
+        "threshold is a quantile of the reference checkpoint's own distribution.",
+        (
+            C("checkpoint", STR, "checkpoint label", False),
+            C("checkpoint_index", I32, "order of the checkpoint in the run", False),
+            C("step", I64, "global step of the checkpoint, when known"),
+            C("reference", STR, "label of the reference checkpoint", False),
+            C("kind", STR, "intrusion (P(token) at content positions above the reference's q-quantile) | "
+              "dropout (P(logged control token) below the reference's (1-q)-quantile)", False),
+            C("control_token", STR, "decoded control token", False),
+            C("region", STR, "region of the positions", False),
+            C("quantile", F64, "--calibration-quantile q", False),
+            C("threshold", F64, "the reference's quantile (intrusion: q, dropout: 1-q)", False),
+            C("reference_units", I64, "reference positions the threshold comes from", False),
+            C("units", I64, "this checkpoint's positions in the cell", False),
+            C("spikes", I64, "positions beyond the threshold", False),
+            C("rate", F64, "spikes / units", False),
+        ),
+        ("checkpoint_index", "kind", "control_token", "region"),
+    )
+)
+
+PAIRED = register(
+    TableSpec(
+        "rescore_paired",
+        "rescore/paired: position-by-position change against the reference (same trajectories, same positions), "
+        "with percentile bootstrap intervals over trajectories.",
+        (
+            C("checkpoint", STR, "checkpoint label", False),
+            C("checkpoint_index", I32, "order of the checkpoint in the run", False),
+            C("step", I64, "global step of the checkpoint, when known"),
+            C("reference", STR, "label of the reference checkpoint", False),
+            C("scope", STR, "drift (toward spikes, all eligible positions) | region | intrusion (a control token "
+              "at content positions) | dropout (a logged control token) | malformation (a category)", False),
+            C("name", STR, "region, control token or malformation category ('all' for drift)", False),
+            C("measure", STR, "the paired quantity, e.g. 'log P(logged)', 'log P(token)', 'log P(malformed)', "
+              "'log P(repaired)', 'log odds', 'P toward spikes' (+ control mass at content positions, - P(logged "
+              "control token))", False),
+            C("n", I64, "paired positions (or malformation points)", False),
+            C("trajectories", I64, "trajectories they come from (the bootstrap resamples these)", False),
+            C("median", F64, "median delta (checkpoint - reference): nats, or probability for 'P toward spikes'", False),
+            C("median_lo", F64, "2.5% bootstrap bound of the median"),
+            C("median_hi", F64, "97.5% bootstrap bound of the median"),
+            C("mean", F64, "mean delta, same units", False),
+            C("mean_lo", F64, "2.5% bootstrap bound of the mean"),
+            C("mean_hi", F64, "97.5% bootstrap bound of the mean"),
+            C("share_up", F64, "share of positions where the quantity went up", False),
+        ),
+        ("checkpoint_index", "scope", "name", "measure"),
+    )
+)
+
+DISCOVERED = register(
+    TableSpec(
+        "rescore_discovered",
+        "rescore/discovered: tokens (any, not only the configured control tokens) whose probability at positions "
+        "where they were not the logged token grew most between the reference and each checkpoint (top 20 per "
+        "group).",
+        (
+            C("checkpoint", STR, "checkpoint label", False),
+            C("checkpoint_index", I32, "order of the checkpoint in the run", False),
+            C("step", I64, "global step of the checkpoint, when known"),
+            C("reference", STR, "label of the reference checkpoint", False),
+            C("group", STR, "structural | content positions", False),
+            C("rank", I32, "1 = highest score", False),
+            C("token_id", I64, "vocabulary id", False),
+            C("token", STR, "decoded token", False),
+            C("is_control", BOOL, "already a configured control token", False),
+            C("n_positions", I64, "positions in the group", False),
+            C("reference_prob", F64, "reference's mean probability of the token where it is not logged", False),
+            C("prob", F64, "this checkpoint's mean probability there", False),
+            C("gained", F64, "prob - reference_prob: mass gained per position", False),
+            C("ratio", F64, "prob / reference_prob"),
+            C("score", F64, "gained x ln((prob + 1e-6) / (reference_prob + 1e-6)): mass gained, weighted by how new "
+              "it is (the token's term of a KL divergence)", False),
+        ),
+        ("checkpoint_index", "group", "rank"),
+    )
+)
+
+DISTRIBUTION = register(
+    TableSpec(
+        "rescore_distribution",
+        "rescore/distribution: per checkpoint, a histogram of control-token probability (log10 bins): control "
+        "mass at content positions (intrusion) and the logged control token's probability (dropout).",
+        (
+            C("checkpoint", STR, "checkpoint label", False),
+            C("checkpoint_index", I32, "order of the checkpoint in the run", False),
+            C("step", I64, "global step of the checkpoint, when known"),
+            C("is_reference", BOOL, "this checkpoint is the reference", False),
+            C("kind", STR, "intrusion | dropout", False),
+            C("bin", I32, "bin index", False),
+            C("log10_lo", F64, "lower edge, log10 probability (the first bin also holds everything below)", False),
+            C("log10_hi", F64, "upper edge", False),
+            C("count", I64, "positions in the bin", False),
+            C("share", F64, "count / positions of the kind", False),
+        ),
+        ("checkpoint_index", "kind", "bin"),
+    )
+)
+
+
+_DRIFT_KEYS = ("calibrated_spike_rate", "calibrated_spikes", "calibrated_units", "calibrated_intrusion_rate",
+               "calibrated_dropout_rate", "paired_drift", "paired_drift_lo", "paired_drift_hi", "paired_points")
+
+
+def write_drift_json(out: Path, reference: str | None, quantile: float, checkpoints: Sequence[Any]) -> Path:
+    """``OUT/rescore/drift.json``: the reference and each checkpoint's calibrated and paired headline."""
+    from trajlab.tables import atomic_write_json
+
+    p = Path(out) / "rescore" / "drift.json"
+    atomic_write_json(p, {"reference": reference, "calibration_quantile": quantile,
+                          "checkpoints": {c.label: {k: getattr(c, k) for k in _DRIFT_KEYS} for c in checkpoints}})
+    return p
+
+
+def read_drift_json(out: Path, summary: Any) -> None:
+    """Fill ``summary`` (a :class:`~trajlab.rescore.RescoreSummary`) from ``drift.json`` (ranks other than 0)."""
+    import json
+
+    d = json.loads((Path(out) / "rescore" / "drift.json").read_text(encoding="utf-8"))
+    summary.reference = d["reference"]
+    for c in summary.checkpoints:
+        for k, v in d["checkpoints"].get(c.label, {}).items():
+            setattr(c, k, v)

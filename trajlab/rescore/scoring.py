@@ -8,7 +8,10 @@ over them in chunks of ``chunk`` rows. Each chunk of logits yields, in one exp p
 * ``entropy`` of the next-token distribution (``log Z - sum(p * shifted logit)``),
 * the top-1 token and its probability,
 * the probability of every control token (the union over formats; masks pick each trajectory's set),
-* the log-probability of extra requested tokens (the well-formed alternative at a malformation).
+* the log-probability of extra requested tokens (the well-formed alternative at a malformation),
+* optionally (``mass_groups > 0``), the probability of *every* vocabulary token summed over the positions of each
+  group (``ScoreRequest.groups``): a ``[groups x vocabulary]`` running sum, one small matrix product per chunk,
+  read with :meth:`ChunkedScorer.take_mass` (how discovered tokens are found without a ``[seq x vocab]`` tensor).
 
 Peak memory beyond the model is about two ``chunk x vocabulary`` fp32 buffers plus the hidden states of one
 batch, whatever the sequence length. Logits are computed in the model dtype (bf16 on GPU) and reduced in fp32.
@@ -31,6 +34,7 @@ class ScoreRequest:
     positions: np.ndarray  # int64 [N], each >= 1
     format_index: int = 0
     extra: list[tuple[int, int]] = field(default_factory=list)  # (index into positions, token id)
+    groups: np.ndarray | None = None  # int [N]: mass group of each scored position (-1: none)
 
 
 @dataclass
@@ -102,6 +106,7 @@ class ChunkedScorer:
         chunk: int = 256,
         max_batch_tokens: int = 16384,
         device: Any = None,
+        mass_groups: int = 0,
     ) -> None:
         import torch
 
@@ -124,6 +129,17 @@ class ChunkedScorer:
             masks = torch.zeros((max(1, len(format_masks)), len(control_ids)), dtype=torch.bool)
         self.format_masks = masks.to(self.head_device)
         self._bufs: tuple[Any, Any] | None = None
+        self.mass_groups = max(0, int(mass_groups))
+        self._mass: Any = None
+
+    def take_mass(self) -> np.ndarray:
+        """``[mass_groups, V]`` float64: summed next-token probabilities per group since the last call."""
+        V = int(self.head.weight.shape[0])
+        m = self._mass
+        self._mass = None
+        if m is None:
+            return np.zeros((self.mass_groups, V), np.float64)
+        return m.cpu().numpy().astype(np.float64)
 
     # ------------------------------------------------------------------------------------------ batches
     def score(
@@ -182,7 +198,12 @@ class ChunkedScorer:
             offsets = np.cumsum([0, *counts])
             ex_rows = np.array([offsets[b] + i for b, r in enumerate(reqs) for i, _ in r.extra], dtype=np.int64)
             ex_ids = np.array([t for r in reqs for _, t in r.extra], dtype=np.int64)
-            stats = self._stats(hsel, tgt, fmt, ex_rows, ex_ids)
+            grp = None
+            if self.mass_groups:
+                grp = torch.from_numpy(np.concatenate([
+                    np.asarray(r.groups, dtype=np.int64) if r.groups is not None else np.full(c, -1, np.int64)
+                    for r, c in zip(reqs, counts, strict=True)])).to(self.head_device)  # fmt: skip
+            stats = self._stats(hsel, tgt, fmt, ex_rows, ex_ids, grp)
         out = []
         e0 = 0
         for b, r in enumerate(reqs):
@@ -239,7 +260,9 @@ class ChunkedScorer:
             a.div_(self.softcap).tanh_().mul_(self.softcap)
         return a, b
 
-    def _stats(self, h: Any, tgt: Any, fmt: Any, ex_rows: np.ndarray, ex_ids: np.ndarray) -> dict[str, np.ndarray]:
+    def _stats(
+        self, h: Any, tgt: Any, fmt: Any, ex_rows: np.ndarray, ex_ids: np.ndarray, grp: Any = None
+    ) -> dict[str, np.ndarray]:
         """Statistics for hidden states ``h [N, H]`` predicting ``tgt [N]``, LM head applied in chunks."""
         torch = self.torch
         N = h.shape[0]
@@ -264,6 +287,8 @@ class ChunkedScorer:
                 x_shift = (r, lg[r, c])
             ex = torch.exp(lg, out=buf) if buf is not None else lg.exp()
             z = ex.sum(dim=-1)
+            if grp is not None:
+                self._add_mass(ex, z, grp[s:e])
             ex.mul_(lg)
             num = ex.sum(dim=-1)
             del ex, lg, buf
@@ -297,6 +322,19 @@ class ChunkedScorer:
             extra[np.concatenate(ex_order)] = torch.cat(ex_vals).cpu().numpy()
         res["extra_logprob"] = extra
         return res
+
+
+    def _add_mass(self, ex: Any, z: Any, g: Any) -> None:
+        """Add each row's probabilities (``ex / z``) to its group's running sum (rows with ``g < 0`` skipped)."""
+        torch = self.torch
+        keep = g >= 0
+        if not bool(keep.any()):
+            return
+        w = torch.zeros((self.mass_groups, ex.shape[0]), dtype=ex.dtype, device=ex.device)
+        rows = torch.nonzero(keep).squeeze(-1)
+        w[g[rows], rows] = (1.0 / z[rows]).to(ex.dtype)
+        part = (w @ ex).double()
+        self._mass = part if self._mass is None else self._mass.add_(part)
 
 
 def _empty(k: int, n_extra: int) -> ScoreResult:

@@ -192,6 +192,8 @@ class _Range:
             "function_name", "matched_tool", "arguments", pl.lit("ok").alias("status"),
             pl.lit([], pl.List(pl.String)).alias("categories"), pl.lit(None, pl.String).alias("repaired"),
             pl.lit(None, pl.String).alias("repaired_arguments"), pl.lit(None, pl.String).alias("repair_note"),
+            pl.lit("as_intended").alias("verl_executes"), pl.lit(None, pl.String).alias("verl_function_name"),
+            pl.lit(None, pl.String).alias("verl_arguments"),
             "row",
         )
 

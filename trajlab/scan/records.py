@@ -28,7 +28,7 @@ ROW_COLUMNS: dict[str, tuple[str, ...]] = {
     "turns": ("trajectory_id", "turn_index", "role", "text", "char_start", "char_end"),
     "calls": ("call_id", "trajectory_id", "turn_index", "call_index", "step", "split", "format", "raw", "char_start",
               "char_end", "function_name", "matched_tool", "arguments", "status", "categories", "repaired",
-              "repaired_arguments", "repair_note"),
+              "repaired_arguments", "repair_note", "verl_executes", "verl_function_name", "verl_arguments"),
     "findings": ("trajectory_id", "turn_index", "call_id", "step", "split", "category", "severity", "char_start",
                  "char_end", "message", "rule_id"),
     "ingest_errors": ("source_path", "line", "reason"),
@@ -80,6 +80,8 @@ def turn_rows(traj_id: str, ti: int, off: int, ta: TurnAnalysis, step: int | Non
             cid, traj_id, ti, c.call_index, step, split, c.format, c.raw, c.start + off, c.end + off,
             c.function_name, c.matched_tool, json_or_none(c.arguments), c.status, list(c.categories),
             c.repaired, json_or_none(c.repaired_arguments) if c.repaired is not None else None, c.repair_note,
+            c.verl_executes, c.verl_function_name,
+            json_or_none(c.verl_arguments) if c.verl_executes == "differently" else None,
         ))
     for f in ta.findings:
         findings.append((

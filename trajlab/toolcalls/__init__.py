@@ -98,9 +98,12 @@ def render_call(name: str, arguments: dict[str, Any], tool_format: str) -> str:
 
 
 def parse_call(text: str, tool_format: str, tools: list[dict[str, Any]] | None = None) -> tuple[str | None, Any] | None:
-    """(name, arguments) of the first call in ``text``, converted like verl's parser; ``None`` when there is none.
+    """(name, arguments) of the first call in ``text`` as the model meant it, values converted by schema type like
+    verl's parser; ``None`` when there is none.
 
-    On well-formed calls this equals verl's own parse for the format (values converted by schema type).
+    On well-formed calls this equals verl's own parse for the format, except where verl's conversion changes a
+    valid value (an integer beyond 2^53, an anyOf property: ``verl_conversion_divergence``) or reads tag text
+    inside a value as markup; ``check_text(...).calls[0].verl_arguments`` then holds verl's parse.
     """
     ta = check_text(text, tools=tools, tool_format=tool_format)
     first: ParsedCall | None = ta.calls[0] if ta.calls else None

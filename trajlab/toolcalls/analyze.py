@@ -33,12 +33,23 @@ from trajlab.toolcalls.formats import FORMATS
 from trajlab.toolcalls.jsonbody import find_bare_json
 from trajlab.toolcalls.names import match_name
 from trajlab.toolcalls.ruleset import RuleSet, get_ruleset
-from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, tool_index, verl_convert
+from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, intended_value, tool_index
+from trajlab.toolcalls.verl_parser import (
+    AS_INTENDED,
+    DIFFERENTLY,
+    DROPPED,
+    VERL_VERSION,
+    VerlCall,
+    describe,
+    same_value,
+    verl_calls,
+)
 
 #: take the fast paths: :mod:`.fastpath` for turns whose calls are canonical or simple, and the format scanners'
 #: regex readers (tests switch it off to compare with the full pipeline: the token state machines)
 FAST_PATH = True
 _PLACEMENT = ("text_after_call", "call_inside_think")
+_OPENER = re.compile(r"<(parameter|function)=([^<>\n]*)>")
 _SPECIAL_TOKENS = re.compile(r"<\|(?:im_end|endoftext|eot_id|end|im_start)\|>")
 _BAD = ("error", "warning")
 
@@ -223,12 +234,20 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
     calls: list[ParsedCall] = []
     findings: list[Finding] = []
     spans: list[tuple[int, int, str, int | None]] = []
+    vcalls = verl_calls(text, fmt, index) if drafts else None
     for i, d in enumerate(drafts):
-        pc, fs = _finish(i, d, text, fmt, index, rs, tools, repair)
+        pc, fs = _finish(i, d, text, fmt, index, rs, tools, repair, vcalls)
         calls.append(pc)
         findings += fs
         if want_spans and not d.in_think:
             spans += [(s, e, k, i) for k, s, e in d.spans]
+
+    if (fmt == "qwen3_coder" and index is not None and not think and not has_foreign and not rs.regex_rules
+            and (turn_issues or any(f.severity in _BAD for f in findings))):
+        alt = _closed_reading(text, fmt, index, rs, tools, repair, ctx, want_spans)
+        if alt is not None:
+            calls, findings, spans, drafts = alt
+            turn_issues = []
 
     fmt_key = fmt if fmt in FORMATS else "none"
     for iss in turn_issues:
@@ -248,6 +267,46 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
     if len(findings) > 1:
         findings.sort(key=_finding_key)
     return TurnAnalysis(calls, findings, tiled if with_spans else [])
+
+
+def _closed_reading(text: str, fmt: str, index: ToolIndex, rs: RuleSet, tools: Any, repair: bool,
+                    ctx: TurnContext, want_spans: bool) -> tuple[Any, Any, Any, Any] | None:
+    """The turn read as verl's regexes read closed calls (:func:`.format_qwen3_coder.closed_reading`), when that
+    reading is clean -- every call declared, complete and well-typed, no error or warning -- and the tag text it
+    puts inside values is not a parameter the call leaves out (that is a ``</parameter>`` the model forgot):
+    (calls, findings, spans, drafts); None when the scanner's reading stands."""
+    from trajlab.toolcalls.format_qwen3_coder import closed_reading, standalone
+
+    drafts = closed_reading(text, 0, len(text))
+    if drafts is None or not any(d.literals for d in drafts):
+        return None  # (without tag text inside a value the two readings do not differ in what matters here)
+    for d in drafts:
+        tool = index.tools.get(d.name or "")
+        if tool is None:
+            return None
+        given = {p.name for p in d.params}
+        for a, b in d.literals or ():
+            m = _OPENER.match(text, a, b)
+            if m is None:
+                continue
+            if m.group(1) == "parameter" and m.group(2) in tool.properties and m.group(2) not in given:
+                return None  # a declared parameter the call lacks: its `</parameter>` is missing, not text
+            if m.group(1) == "function" and m.group(2) in index.tools and standalone(text, a, b):
+                return None  # a call of a declared tool on its own lines: a new call after a cut one
+    _turn_facts(text, drafts, [], ctx)
+    vcalls = verl_calls(text, fmt, index)
+    calls: list[ParsedCall] = []
+    findings: list[Finding] = []
+    spans: list[tuple[int, int, str, int | None]] = []
+    for i, d in enumerate(drafts):
+        pc, fs = _finish(i, d, text, fmt, index, rs, tools, repair, vcalls)
+        if any(f.severity in _BAD for f in fs if f.category not in ("literal_tag_text", "nested_call")):
+            return None
+        calls.append(pc)
+        findings += fs
+        if want_spans:
+            spans += [(s, e, k, i) for k, s, e in d.spans]
+    return calls, findings, spans, drafts
 
 
 def _finding_key(f: Finding) -> tuple[int, int, str]:
@@ -339,7 +398,7 @@ def _after_canonical(text: str, fast: FastTurn, think: list[tuple[int, int, int,
             d = CallDraft(last.format, last.start, last.end, name, issues=[iss])
             again = fast.arguments_again(last.call_index, index)
             last.repaired, last.repaired_arguments, last.repair_note = _repair(
-                d, [f], text, fmt, name, {}, tool.properties if tool is not None else {}, tools, index, rs,
+                d, [f], text, fmt, name, {}, tool.intended if tool is not None else {}, tools, index, rs,
                 recheck=None if again is MISSING else (1, again, []))
     return [f]
 
@@ -385,18 +444,21 @@ def _finding(rs: RuleSet, iss: Issue, fmt_key: str, call_index: int | None) -> F
 
 
 def _finish(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | None, rs: RuleSet, tools: Any,
-            repair: bool) -> tuple[ParsedCall, list[Finding]]:
+            repair: bool, vcalls: list[VerlCall] | None = None) -> tuple[ParsedCall, list[Finding]]:
     fmt_key = fmt if fmt in FORMATS else (d.fmt if d.fmt in FORMATS else "none")
     for iss in d.issues:
         if iss.category == "foreign_format":
             iss.params.setdefault("expected", fmt if fmt in FORMATS else "trainer's")
     matched, repair_name = _check_name(d, index, rs)
     tool = index.tools.get(matched) if index is not None and matched is not None else None
-    props = tool.properties if tool is not None else {}
+    props = tool.intended if tool is not None else {}
     renames: dict[str, str] = {}
     args = _arguments(d, props)
     if tool is not None and args is not None:
         renames = _check_params(d, tool, rs, args)
+    verdict, mine = _verl_verdict(d, args, vcalls)
+    if verdict is not None:
+        _verl_issues(d, fmt, verdict, mine, vcalls, text)
     findings: list[Finding] = []
     bad: set[str] = set()
     for iss in d.issues:
@@ -404,13 +466,101 @@ def _finish(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | None, 
         findings.append(f)
         if f.severity in _BAD:
             bad.add(f.category)
+    if verdict is not None and verdict != AS_INTENDED and not d.literals:
+        if not any(f.severity == "error" or f.category == "verl_conversion_divergence" for f in findings):
+            # verl drops or mangles the call while no finding says so with an error: say it
+            iss = d.add("verl_mismatch", "dropped" if verdict == DROPPED else "differently", d.start, d.end,
+                        verl=_verl_does(fmt, verdict, mine, vcalls),
+                        blocker="verl's parser reads this call text differently from how it reads")
+            f = _finding(rs, iss, fmt_key, i)
+            findings.append(f)
+            bad.add(f.category)
+        else:
+            _say_what_verl_does(findings, fmt, verdict, mine, vcalls)
     cats = sorted(bad)
     repaired = repaired_args = note = None
     if cats and repair:
         repaired, repaired_args, note = _repair(d, findings, text, fmt, repair_name, renames, props, tools, index, rs)
     pc = parsed_call(i, d.fmt, text[d.start:d.end], d.start, d.end, d.name, matched, args,
                      "malformed" if cats else "ok", cats, repaired, repaired_args, note)
+    pc.verl_executes = verdict
+    if verdict == DIFFERENTLY:
+        pc.verl_function_name, pc.verl_arguments = mine[0].name, mine[0].arguments
     return pc, findings
+
+
+# -- verl's reading ------------------------------------------------------------------------------------------
+
+
+def _verl_verdict(d: CallDraft, args: Any, vcalls: list[VerlCall] | None) -> tuple[str | None, list[VerlCall]]:
+    """How verl executes the call ``d`` (``as_intended`` | ``differently`` | ``dropped``; None: not modelled for
+    the turn's format), and verl's calls read from its text."""
+    if vcalls is None:
+        return None, []
+    mine = [v for v in vcalls if d.start <= v.anchor < d.end]
+    if not mine:
+        return DROPPED, mine
+    if len(mine) == 1 and mine[0].name == d.name and same_value(mine[0].arguments, args):
+        return AS_INTENDED, mine
+    return DIFFERENTLY, mine
+
+
+def _verl_does(fmt: str, verdict: str, mine: list[VerlCall], vcalls: list[VerlCall] | None) -> str:
+    """One sentence: what verl's parser executes for the call."""
+    who = f"verl {VERL_VERSION}'s {fmt} parser"
+    if verdict == DROPPED:
+        end = " and, with no other call in the turn, the trajectory ends" if not vcalls else ""
+        return f"{who} executes no call for it{end}"
+    if verdict == AS_INTENDED:
+        return f"{who} executes it as written"
+    more = f" (and {len(mine) - 1} more call{'s' if len(mine) > 2 else ''} read from its text)" if len(mine) > 1 \
+        else ""
+    return f"{who} executes `{describe(mine[0])}`{more}"
+
+
+def _verl_issues(d: CallDraft, fmt: str, verdict: str, mine: list[VerlCall], vcalls: list[VerlCall] | None,
+                 text: str) -> None:
+    """The findings that come from comparing the two readings of ``d``.
+
+    Tag text inside a value: ``literal_tag_text`` (info when verl reads the call as intended, an error when it
+    cuts, merges or drops it; ``nested_call`` when the text is a whole call). (A call that verl drops or
+    executes differently with no error finding of its own gets ``verl_mismatch`` in :func:`_finish`.)"""
+    does = _verl_does(fmt, verdict, mine, vcalls)
+    if d.literals:
+        s, e = d.literals[0]
+        param = next((p.name for p in d.params if p.value_start <= s < max(p.value_end, p.value_start + 1)), "")
+        tags = ", ".join(dict.fromkeys(f"`{snip(text[a:b], 30)}`" for a, b in d.literals[:4]))
+        if verdict == AS_INTENDED:
+            d.add("literal_tag_text", "as_intended", s, e, param=param, tags=tags, verl=does)
+            return
+        whole = all(any(text.startswith(tag, a) for a, _ in d.literals)
+                    for tag in ("<tool_call>", "<function=", "</tool_call>"))
+        if d.fmt == "hermes" and all(text.startswith("</", a) or text.startswith("<tool_call>", a)
+                                     for a, _ in d.literals):
+            # JSON can spell `</` as `<\/`: verl's regex no longer sees the tag, json.loads reads the same text
+            edits = [Edit(a + 1, a + 1, "\\", f"escaped `{snip(text[a:b], 30)}` as `<\\/...`")
+                     for a, b in d.literals if text.startswith("</", a)]
+            d.add("literal_tag_text", "dropped" if verdict == DROPPED else "mangled", s, e, param=param, tags=tags,
+                  verl=does, edits=edits,
+                  blocker=None if edits else "verl reads the tag text in the value as markup")
+            return
+        cat, variant = ("nested_call", "in_value") if whole else (
+            "literal_tag_text", "dropped" if verdict == DROPPED else "mangled")
+        d.add(cat, variant, s, e, param=param, tags=tags, verl=does,
+              blocker="the value holds tag text that verl's parser reads as markup, and raw XML values have no escape")
+        return
+
+
+def _say_what_verl_does(findings: list[Finding], fmt: str, verdict: str, mine: list[VerlCall],
+                        vcalls: list[VerlCall] | None) -> None:
+    """Append what verl executes to the message of the call's most severe finding (as a second line)."""
+    if not findings:
+        return
+    order = {"error": 0, "warning": 1, "info": 2}
+    f = min(findings, key=lambda x: order.get(x.severity, 3))
+    if f.category in ("verl_mismatch", "verl_conversion_divergence") and "verl" in f.message:
+        return
+    f.message = f"{f.message.rstrip()}\nWhat verl does: {_verl_does(fmt, verdict, mine, vcalls)}."
 
 
 def _check_name(d: CallDraft, index: ToolIndex | None, rs: RuleSet) -> tuple[str | None, str | None]:
@@ -471,12 +621,12 @@ def _arguments(d: CallDraft, props: dict[str, Any]) -> Any:
     if d.json_args is not MISSING:
         a = d.json_args
         if isinstance(a, dict) and d.coerce_strings and props:
-            return {k: (verl_convert(v, k, props) if isinstance(v, str) else v) for k, v in a.items()}
+            return {k: (intended_value(v, k, props) if isinstance(v, str) else v) for k, v in a.items()}
         return a if a is not MISSING else None
     out: dict[str, Any] = {}
     for p in d.params:
         if p.raw is not None:
-            out[p.name] = verl_convert(p.raw, p.name, props)
+            out[p.name] = intended_value(p.raw, p.name, props)
         else:
             out[p.name] = p.value
     return out
@@ -484,7 +634,7 @@ def _arguments(d: CallDraft, props: dict[str, Any]) -> Any:
 
 def _check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, str]:
     """Schema checks of the parameters; returns garbled parameter renames {written: declared}."""
-    props = tool.properties
+    props = tool.intended
     fs, fe = (d.name_start, d.name_end) if d.name_start >= 0 else (d.start, d.end)
     renames: dict[str, str] = {}
     if not isinstance(args, dict) and not d.params:
@@ -529,8 +679,7 @@ def _check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, 
         prop = props[name]
         last = occ[-1]
         if last.raw is not None:
-            tc = check_xml_value(last.raw, prop, args.get(name) if isinstance(args, dict) and name in args else
-                                 verl_convert(last.raw, name, props))
+            tc = check_xml_value(last.raw, prop, verl_prop=tool.properties.get(name, prop))
             if tc.ok and not tc.divergence:
                 continue  # the common case: nothing to report
             shown = last.raw
@@ -618,7 +767,7 @@ def _repair(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: st
             if target == "qwen3_coder":
                 body = fmt_mod.render_raw(name, list(raw_params.items()))
             else:
-                body = fmt_mod.render(name, {k: verl_convert(v, k, props) for k, v in raw_params.items()})
+                body = fmt_mod.render(name, {k: intended_value(v, k, props) for k, v in raw_params.items()})
         else:
             args = _arguments(d, props)
             if not isinstance(args, dict):

@@ -74,6 +74,7 @@ class CallDraft:
     in_think: bool = False
     family: str | None = None  # foreign markup family
     coerce_strings: bool = False  # string values recovered from key=value text: convert by schema type on repair
+    literals: list[tuple[int, int]] | None = None  # tag text read as part of a value (start, end of each tag)
 
     def add(self, category: str, variant: str, start: int, end: int, *, blocker: str | None = None,
             edits: list[Edit] | None = None, **params: Any) -> Issue:

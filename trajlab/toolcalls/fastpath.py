@@ -239,13 +239,15 @@ def _xml_arguments(name: str, params: list[tuple[str, int, int, int, int, str]],
         return {p[0]: verl_convert(p[5], p[0], _NO_PROPS) for p in params}
     tool = index.tools[name]
     props = tool.properties
+    intended = tool.intended
     args: dict[str, Any] = {}
     for p, _ns, _ne, _vs, _ve, raw in params:
         if p in args:
             return None  # a repeated parameter
         v = verl_convert(raw, p, props)
         if p in props:
-            tc = check_xml_value(raw, props[p], v)
+            # no divergence: the value verl converts is the value the call means (`intended_value`)
+            tc = check_xml_value(raw, intended[p], v, props[p])
             if not tc.ok or tc.divergence:
                 return None
         elif not tool.open_properties:
@@ -321,7 +323,7 @@ def _hermes_call(text: str, start: int, bs: int, be: int, end: int, index: ToolI
 
 def _json_args_fit(index: ToolIndex, name: str, args: dict[str, Any]) -> bool:
     tool = index.tools[name]
-    props = tool.properties
+    props = tool.intended
     for k, v in args.items():
         if k in props:
             tc = check_json_value(v, props[k])

@@ -59,6 +59,56 @@ def _lex(text: str, lo: int, hi: int, excluded: list[tuple[int, int]]) -> list[_
     return out
 
 
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]')
+
+
+def literal_frames(text: str, frames: list[_Frame], hi: int) -> tuple[list[_Frame], list[_Frame]]:
+    """Split the frames into the call structure and tag text inside the JSON strings of a call.
+
+    A ``<tool_call>`` or ``</tool_call>`` written inside a JSON string (an agent writing a file that mentions
+    the markup) is text when the call's object that holds the string is complete (its braces balance before
+    ``hi``). Only looked at when a turn has more than two frames."""
+    if len(frames) < 3:
+        return frames, []
+    out: list[_Frame] = []
+    lit: list[_Frame] = []
+    i, n = 0, len(frames)
+    while i < n:
+        f = frames[i]
+        out.append(f)
+        i += 1
+        if f.close:
+            continue
+        p = f.end
+        while p < hi and text[p] in " \t\r\n":
+            p += 1
+        if not text.startswith("{", p):
+            continue
+        strings: list[tuple[int, int]] = []
+        depth, end = 0, -1
+        for m in _JSON_TOKEN.finditer(text, p, hi):
+            c = m.group()
+            if c[0] == '"':
+                strings.append(m.span())
+            elif c in "{[":
+                depth += 1
+            else:
+                depth -= 1
+                if depth == 0:
+                    end = m.end()
+                    break
+        if end < 0:
+            continue
+        while i < n and frames[i].start < end:
+            g = frames[i]
+            if any(a < g.start < b for a, b in strings):
+                lit.append(g)
+            else:
+                out.append(g)
+            i += 1
+    return out, lit
+
+
 class _Scanner:
     def __init__(self, text: str, lo: int, hi: int, rs: RuleSet, frames: list[_Frame],
                  excluded: list[tuple[int, int]], spans: bool = True, fast: bool = True) -> None:
@@ -172,7 +222,8 @@ class _Scanner:
         text = self.text
         op: _Frame | None = None
         doubled: list[_Frame] = []
-        for f in self.frames:
+        frames, lit = literal_frames(text, self.frames, self.hi)
+        for f in frames:
             if op is None:
                 if not f.close:
                     op, doubled = f, []
@@ -195,6 +246,13 @@ class _Scanner:
         if op is not None:
             self._block(op, None, self.hi, "end", doubled)
         self.calls.sort(key=lambda d: d.start)
+        for g in lit:
+            for d in self.calls:
+                if d.start <= g.start < d.end:
+                    if d.literals is None:
+                        d.literals = []
+                    d.literals.append((g.start, g.end))
+                    break
         return self.calls, self.turn_issues
 
 

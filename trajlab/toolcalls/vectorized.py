@@ -85,9 +85,20 @@ def available(rs: RuleSet, rules_dirs: tuple[str, ...]) -> bool:
 _XML_KINDS = {"string": "string", "int": "int", "num": "numint", "bool": "bool", "array": "array"}
 
 
+#: schema keywords that make a property's reading depend on more than its ``type`` (the per-turn classifier checks
+#: them: anyOf / oneOf branches, ``$ref``, ``nullable``, ``const``)
+_BRANCHY = ("anyOf", "oneOf", "allOf", "$ref", "nullable", "const")
+
+
+def _branchy(prop: Any) -> bool:
+    return isinstance(prop, dict) and any(k in prop for k in _BRANCHY)
+
+
 def _xml_kind(prop: Any) -> str | None:
     """How verl converts an XML value of this property, when the recogniser covers it (else None)."""
     if isinstance(prop, dict) and ("enum" in prop or "type" in prop and not isinstance(prop["type"], str)):
+        return None
+    if _branchy(prop):
         return None
     return _XML_KINDS.get(verl_kind(verl_type(prop)))
 
@@ -96,7 +107,7 @@ def _json_kind(prop: Any) -> str | None:
     """Which JSON values fit this property for :func:`~.schema.check_json_value` (None: not covered)."""
     if not isinstance(prop, dict):
         return "any"
-    if "enum" in prop:
+    if "enum" in prop or _branchy(prop):
         return None
     t = prop.get("type")
     types = [t] if isinstance(t, str) else ([x for x in t if x != "null"] if isinstance(t, list) else None)

@@ -1,0 +1,154 @@
+"""Schema types beyond a plain ``type``: anyOf / oneOf / type lists / nullable, ``$ref`` into ``$defs``, and the
+places where verl's conversion changes a valid value (conversion divergence, info); plus verl's reading in the
+``calls`` table written by a real scan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from verl_lines import output_of, qwen35_prompt, v1_line, write_jsonl
+
+from trajlab.scan import scan
+from trajlab.toolcalls import check_text
+from trajlab.toolcalls.schema import intended_value, resolve_refs, tool_index
+from trajlab.toolcalls.verl_parser import verl_calls
+
+PARAMS: dict[str, Any] = {
+    "type": "object",
+    "$defs": {"Mode": {"type": "string", "enum": ["fast", "deep"]}, "Count": {"type": "integer"},
+              "Loop": {"anyOf": [{"$ref": "#/$defs/Loop"}, {"type": "null"}]}},
+    "properties": {
+        "n": {"anyOf": [{"type": "integer"}, {"type": "null"}]},  # pydantic Optional[int]
+        "either": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+        "tl": {"type": ["integer", "null"]},
+        "s": {"type": "string", "nullable": True},
+        "mode": {"$ref": "#/$defs/Mode"},
+        "count": {"$ref": "#/$defs/Count"},
+        "loop": {"$ref": "#/$defs/Loop"},
+        "big": {"type": "number"},
+        "nested": {"anyOf": [{"anyOf": [{"type": "boolean"}]}, {"type": "array"}]},
+    },
+}
+TOOLS = [{"name": "f", "description": "", "parameters": PARAMS}]
+BAD = ("error", "warning")
+
+
+def xml(**params: str) -> str:
+    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
+    return f"<tool_call>\n<function=f>\n{body}</function>\n</tool_call>"
+
+
+def one(text: str, fmt: str = "qwen3_coder") -> tuple[Any, list[tuple[str, str, str]]]:
+    ta = check_text(text, tools=TOOLS, tool_format=fmt)
+    (call,) = ta.calls
+    return call, [(f.category, f.severity, f.rule_id.rsplit("/", 1)[-1]) for f in ta.findings]
+
+
+@pytest.mark.parametrize("param,raw,intended,verl,findings", [
+    # anyOf [integer, null]: verl 0.9.1 reads only `type`, so the value stays a string there (divergence, info)
+    ("n", "5", 5, "5", [("verl_conversion_divergence", "info", "untyped_branch")]),
+    ("n", "null", None, None, []),
+    ("n", "abc", "abc", "abc", [("type_mismatch", "warning", "any_of")]),
+    # oneOf: the first branch that fits wins (string before integer)
+    ("either", "5", "5", "5", []),
+    # a type list: verl reads it as an unknown type (ast.literal_eval), which agrees here
+    ("tl", "7", 7, 7, []),
+    ("tl", "x", "x", "x", [("type_mismatch", "warning", "any_of")]),
+    # nullable string
+    ("s", "null", None, None, []),
+    ("s", "x", "x", "x", []),
+    # $ref resolved: the enum is checked, the integer converted (verl: no type, a string)
+    ("mode", "deep", "deep", "deep", []),
+    ("mode", "slow", "slow", "slow", [("type_mismatch", "warning", "enum")]),
+    ("count", "3", 3, "3", [("verl_conversion_divergence", "info", "untyped_branch")]),
+    ("loop", "x", "x", "x", []),  # a cyclic $ref: no type (any value), never a crash
+    # number: exact where float() is not
+    ("big", "9007199254740993", 9007199254740993, 9007199254740992,
+     [("verl_conversion_divergence", "info", "float_precision")]),
+    ("big", "2.0", 2.0, 2, [("verl_conversion_divergence", "info", "integral_float")]),
+    ("big", "12", 12, 12, []),
+    ("nested", "true", True, "true", [("verl_conversion_divergence", "info", "untyped_branch")]),
+    ("nested", "[1]", [1], "[1]", [("verl_conversion_divergence", "info", "untyped_branch")]),
+])
+def test_branches_refs_and_numbers(param: str, raw: str, intended: Any, verl: Any,
+                                   findings: list[tuple[str, str, str]]) -> None:
+    call, got = one(xml(**{param: raw}))
+    assert call.arguments == {param: intended}
+    assert json.dumps(call.arguments) == json.dumps({param: intended})  # 2.0 stays a float, 5 an int
+    assert got == findings
+    if json.dumps(verl) == json.dumps(intended):
+        assert call.verl_executes == "as_intended" and call.verl_arguments is None
+    else:
+        assert call.verl_executes == "differently"
+        assert json.dumps(call.verl_arguments) == json.dumps({param: verl})
+    # a divergence is info: the call itself is fine
+    assert call.status == ("malformed" if any(s in BAD for _c, s, _v in findings) else "ok")
+
+
+def test_hermes_values_checked_against_branches() -> None:
+    def h(args: dict[str, Any]) -> str:
+        return '<tool_call>\n{"name": "f", "arguments": ' + json.dumps(args) + "}\n</tool_call>"
+
+    assert one(h({"n": 5}), "hermes")[1] == []
+    assert one(h({"n": None}), "hermes")[1] == []
+    assert one(h({"n": "5"}), "hermes")[1] == [("type_mismatch", "warning", "json_type")]
+    assert one(h({"count": 3}), "hermes")[1] == []
+    assert one(h({"count": "3"}), "hermes")[1] == [("type_mismatch", "warning", "json_type")]
+    assert one(h({"mode": "slow"}), "hermes")[1] == [("type_mismatch", "warning", "enum")]
+
+
+def test_resolve_refs_and_intended_value() -> None:
+    r = resolve_refs(PARAMS["properties"], PARAMS)
+    assert r["mode"] == {"type": "string", "enum": ["fast", "deep"]}
+    assert r["count"] == {"type": "integer"}
+    assert intended_value("5", "n", r) == 5 and intended_value("5", "undeclared", r) == "5"
+    assert intended_value("NULL", "n", r) is None
+    idx = tool_index(TOOLS)
+    assert idx is not None and idx.tools["f"].intended["count"] == {"type": "integer"}
+    assert idx.tools["f"].properties["count"] == {"$ref": "#/$defs/Count"}  # verl's view stays as declared
+
+
+def test_verl_parser_reads_like_verl() -> None:
+    idx = tool_index(TOOLS)
+    text = ("<tool_call>\n<function=f>\n<parameter=count>\n3\n</parameter>\n<parameter=big>\n1.5\n</parameter>\n"
+            "</function>\n</tool_call>")
+    (vc,) = verl_calls(text, "qwen3_coder", idx) or []
+    assert (vc.name, vc.arguments) == ("f", {"count": "3", "big": 1.5})
+    assert verl_calls(text.replace("<tool_call>\n", ""), "qwen3_coder", idx) == []  # needs <tool_call>
+    # no lookahead: the next parameter is merged into the value
+    merged = "<tool_call>\n<function=f>\n<parameter=s>\na\n<parameter=mode>\nfast\n</parameter>\n</function>\n</tool_call>"
+    assert [(v.name, v.arguments) for v in verl_calls(merged, "qwen3_coder", idx) or []] == [
+        ("f", {"s": "a\n<parameter=mode>\nfast"})]
+    # hermes: an unclosed block is dropped, a broken one too, a good one next to it kept
+    good = '<tool_call>\n{"name": "f", "arguments": {"n": 1}}\n</tool_call>'
+    assert [v.name for v in verl_calls(good + '\n<tool_call>\n{"name": "f"', "hermes", idx) or []] == ["f"]
+    assert [v.arguments for v in verl_calls('<tool_call>{bad}</tool_call>' + good, "hermes", idx) or []] == [{"n": 1}]
+    assert verl_calls("x", "none", idx) is None
+
+
+def test_scan_writes_verl_reading(tmp_path: Path) -> None:
+    """A real verl dump through `scan`: the calls table carries both readings."""
+    as_written = ('<tool_call>\n<function=search_web>\n<parameter=queries>\n["say <tool_call> twice"]\n'
+                  "</parameter>\n</function>\n</tool_call>")
+    cut = ('<tool_call>\n<function=search_web>\n<parameter=queries>\n["x = </parameter>"]\n'
+           "</parameter>\n</function>\n</tool_call>")
+    rows = [v1_line(1, qwen35_prompt("q1"), output_of([as_written, "Done."], ["r1"]), 1.0),
+            v1_line(1, qwen35_prompt("q2"), output_of([cut, "Done."], ["r2"]), 0.0)]
+    write_jsonl(tmp_path / "run" / "rollout" / "1.jsonl", rows)
+    out = tmp_path / "out"
+    scan([tmp_path / "run"], out)
+    calls = pq.read_table(out / "calls.parquet").to_pylist()
+    by_raw = {c["raw"]: c for c in calls}
+    a, b = by_raw[as_written], by_raw[cut]
+    assert (a["status"], a["verl_executes"], a["verl_arguments"]) == ("ok", "as_intended", None)
+    assert json.loads(a["arguments"]) == {"queries": ["say <tool_call> twice"]}
+    assert (b["status"], b["verl_executes"], b["verl_function_name"]) == ("malformed", "differently", "search_web")
+    assert json.loads(b["arguments"]) == {"queries": ["x = </parameter>"]}
+    assert json.loads(b["verl_arguments"]) == {"queries": '["x = '}
+    assert b["categories"] == ["literal_tag_text"]
+    meta = pq.read_schema(out / "calls.parquet").metadata
+    assert meta[b"trajlab.schema_version"] >= b"1.1"  # verl_* columns since 1.1

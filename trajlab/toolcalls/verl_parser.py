@@ -1,0 +1,174 @@
+"""What verl's tool parser executes for a turn: its reading, reproduced, and how it compares with the intended one.
+
+trajlab's scanners read the call the model *meant* (``ParsedCall.arguments``): tag text inside a value is
+kept as text when the closing structure says it is text. verl's agent loop reads the same text with plain
+regexes and executes what they yield. This module reproduces that reading for the two formats, as verl
+**0.9.1** does it (``verl/experimental/agent_loop/tool_parser.py``; the regexes and conversions are listed in
+``shared/spec/verl-formats.md`` §2.3 and ``parsers.md`` §A.6), with our own code:
+
+qwen3_coder (``Qwen3XMLToolParser``)
+    nothing unless the text holds ``<tool_call>``; blocks ``<tool_call>(.*?)</tool_call>|<tool_call>(.*?)$``;
+    in each block ``<function=(.*?)</function>|<function=(.*)$``; the name is the text up to the first ``>``
+    (verbatim; a function without ``>`` is skipped); parameters ``<parameter=(.*?)</parameter>|<parameter=(.*?)$``
+    (no lookahead to the next ``<parameter=``), name up to the first ``>`` (a parameter without one is skipped),
+    the value without one leading and one trailing newline, converted by :func:`~.schema.verl_convert` with the
+    properties of the tool of that exact name (none for an unknown name); a repeated parameter keeps the last
+    value. All regexes are DOTALL.
+hermes (``HermesToolParser``)
+    nothing unless the text holds both ``<tool_call>`` and ``</tool_call>``; blocks ``<tool_call>(.*?)</tool_call>``;
+    each is ``json.loads``-ed and must give ``obj["name"]`` and ``obj["arguments"]``; a block that fails is dropped
+    (logged only). Arguments are passed through unconverted.
+
+:func:`verl_calls` returns verl's calls with where they come from; :func:`compare` lines them up with the
+calls trajlab found: each of ours is executed ``as_intended``, ``differently`` (another name or other
+arguments: a cut value, a merged parameter, a converted number) or ``dropped`` (verl executes no call for it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from trajlab.toolcalls.schema import ToolIndex, verl_convert
+
+#: the verl release whose parsers are reproduced here (messages name it)
+VERL_VERSION = "0.9.1"
+
+_XML_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*?)$", re.DOTALL)
+_XML_FUNCTION = re.compile(r"<function=(.*?)</function>|<function=(.*)$", re.DOTALL)
+_XML_PARAMETER = re.compile(r"<parameter=(.*?)</parameter>|<parameter=(.*?)$", re.DOTALL)
+_HERMES_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+AS_INTENDED, DIFFERENTLY, DROPPED = "as_intended", "differently", "dropped"
+NO_PROPS: dict[str, Any] = {}
+
+
+@dataclass(slots=True)
+class VerlCall:
+    """One call verl's parser executes: name and arguments as the tool receives them, and where it was read.
+
+    ``anchor`` is the offset of the text the call was read from (``<function=`` for qwen3_coder, the block's
+    ``<tool_call>`` for hermes); ``end`` where that text ends."""
+
+    name: str
+    arguments: Any
+    anchor: int
+    end: int
+
+
+@dataclass(slots=True)
+class Verdict:
+    """How verl executes one of our calls."""
+
+    executes: str  # as_intended | differently | dropped
+    calls: list[VerlCall] = field(default_factory=list)  # verl's calls read from this call's text
+
+
+def verl_calls(text: str, fmt: str, index: ToolIndex | None) -> list[VerlCall] | None:
+    """The calls verl's parser for ``fmt`` executes for ``text`` (one generation); None: a format not modelled."""
+    if fmt == "qwen3_coder":
+        return _qwen3_coder(text, index)
+    if fmt == "hermes":
+        return _hermes(text)
+    return None
+
+
+def _qwen3_coder(text: str, index: ToolIndex | None) -> list[VerlCall]:
+    out: list[VerlCall] = []
+    if "<tool_call>" not in text:
+        return out
+    for bm in _XML_BLOCK.finditer(text):
+        g = 1 if bm.group(1) is not None else 2
+        bs = bm.start(g)
+        block = bm.group(g)
+        for fm in _XML_FUNCTION.finditer(block):
+            fg = 1 if fm.group(1) is not None else 2
+            body = fm.group(fg)
+            gt = body.find(">")
+            if gt < 0:  # 0.9.1: "function without `>`", skipped with a warning
+                continue
+            name = body[:gt]
+            tool = index.tools.get(name) if index is not None else None
+            props = tool.properties if tool is not None else NO_PROPS
+            args: dict[str, Any] = {}
+            for pm in _XML_PARAMETER.finditer(body, gt + 1):
+                ptext = pm.group(1) if pm.group(1) else (pm.group(2) or "")
+                pgt = ptext.find(">")
+                if pgt < 0:  # 0.9.1: skipped with a warning
+                    continue
+                pname = ptext[:pgt]
+                value = ptext[pgt + 1:]
+                if value.startswith("\n"):
+                    value = value[1:]
+                if value.endswith("\n"):
+                    value = value[:-1]
+                args[pname] = verl_convert(value, pname, props)
+            out.append(VerlCall(name, args, bs + fm.start(), bs + fm.end()))
+    return out
+
+
+def _hermes(text: str) -> list[VerlCall]:
+    out: list[VerlCall] = []
+    if "<tool_call>" not in text or "</tool_call>" not in text:
+        return out
+    for bm in _HERMES_BLOCK.finditer(text):
+        try:
+            obj = json.loads(bm.group(1))
+            name, args = obj["name"], obj["arguments"]
+            if not isinstance(name, str):  # FunctionCall(name: str) rejects it: the block is dropped
+                continue
+            # verl re-dumps the arguments; json.loads of that text is what the tool receives
+            args = json.loads(json.dumps(args, ensure_ascii=False))
+        except Exception:  # verl logs "Failed to decode tool call" and drops the block
+            continue
+        out.append(VerlCall(name, args, bm.start(), bm.end()))
+    return out
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two argument values are the same JSON (``1`` and ``1.0`` and ``True`` differ)."""
+    if a is b:
+        return True
+    try:
+        return json.dumps(a, sort_keys=True, default=repr) == json.dumps(b, sort_keys=True, default=repr)
+    except (ValueError, TypeError, RecursionError):
+        return False
+
+
+def compare(spans: list[tuple[int, int, str | None, Any]], vcalls: list[VerlCall]) -> list[Verdict]:
+    """Per call of ours (``(start, end, name, arguments)``, in text order): how verl executes it.
+
+    A verl call belongs to the call of ours whose text holds its anchor. One verl call with our name and our
+    arguments: ``as_intended``; none: ``dropped``; anything else (another name, other arguments, several verl
+    calls read from one of ours): ``differently``.
+    """
+    out: list[Verdict] = []
+    j = 0
+    n = len(vcalls)
+    for s, e, name, args in spans:
+        while j < n and vcalls[j].anchor < s:
+            j += 1
+        mine: list[VerlCall] = []
+        k = j
+        while k < n and vcalls[k].anchor < e:
+            mine.append(vcalls[k])
+            k += 1
+        if not mine:
+            out.append(Verdict(DROPPED))
+        elif len(mine) == 1 and mine[0].name == name and same_value(mine[0].arguments, args):
+            out.append(Verdict(AS_INTENDED, mine))
+        else:
+            out.append(Verdict(DIFFERENTLY, mine))
+    return out
+
+
+def describe(vc: VerlCall, limit: int = 120) -> str:
+    """``name({...})`` of a verl call, shortened to ``limit`` characters, on one line."""
+    try:
+        args = json.dumps(vc.arguments, ensure_ascii=False, default=repr)
+    except (ValueError, TypeError, RecursionError):
+        args = repr(vc.arguments)
+    s = f"{vc.name}({args})".replace("\n", "\\n")
+    return s if len(s) <= limit else s[: limit - 1] + "…"
