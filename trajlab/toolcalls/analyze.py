@@ -285,14 +285,21 @@ def _closed_reading(text: str, fmt: str, index: ToolIndex, rs: RuleSet, tools: A
         if tool is None:
             return None
         given = {p.name for p in d.params}
-        for a, b in d.literals or ():
+        lits = d.literals or []
+        for k, (a, b) in enumerate(lits):
             m = _OPENER.match(text, a, b)
             if m is None:
                 continue
             if m.group(1) == "parameter" and m.group(2) in tool.properties and m.group(2) not in given:
                 return None  # a declared parameter the call lacks: its `</parameter>` is missing, not text
-            if m.group(1) == "function" and m.group(2) in index.tools and standalone(text, a, b):
-                return None  # a call of a declared tool on its own lines: a new call after a cut one
+            if (m.group(1) == "function" and m.group(2) in index.tools and standalone(text, a, b) and k > 0
+                    and text.startswith("<tool_call>", lits[k - 1][0]) and standalone(text, *lits[k - 1])):
+                # a call of a declared tool on lines of its own, with parameters it declares: a new call after a
+                # cut one (not when its parameters do not fit the tool: then it is text about a call)
+                names = [m2.group(2) for a2, b2 in lits[k + 1:]
+                         if (m2 := _OPENER.match(text, a2, b2)) is not None and m2.group(1) == "parameter"]
+                if all(x in index.tools[m.group(2)].properties for x in names):
+                    return None
     _turn_facts(text, drafts, [], ctx)
     vcalls = verl_calls(text, fmt, index)
     calls: list[ParsedCall] = []
