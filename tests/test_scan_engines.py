@@ -75,6 +75,18 @@ def test_damaged_dumps(tmp_path: Path) -> None:
     assert eng["rollout/9.jsonl"] == ("records", "not a clean verl range: CR line endings")
 
 
+def test_runs_of_several_roots(tmp_path: Path) -> None:
+    """Several roots, sibling runs and a --run name: every engine fills ``run`` (and the prefixed paths) alike."""
+    a, b = make_messy(tmp_path / "a" / "exp"), make_messy(tmp_path / "b" / "exp")
+    got = every_engine([a, b], tmp_path, runs={"named": tmp_path / "b" / "exp" / "rollout"})
+    assert got["auto"]["tables"]["trajectories"]
+    traj = pl.read_parquet(got["auto"]["out"] / "trajectories.parquet")
+    assert {"a/exp", "a/exp/legacy", "b/exp/legacy", "named"} <= set(traj["run"])
+    named = traj.filter(pl.col("run") == "named")["source_path"]
+    assert named.len() and named.str.starts_with("b/exp/rollout/").all()
+    assert traj["source_path"].str.starts_with("b/exp/rollout/").sum() == named.len()
+
+
 def test_damaged_dumps_small_chunks_two_workers(tmp_path: Path) -> None:
     """Ranges of one file and units of several files give the same tables as one unit, for every engine."""
     root = make_messy(tmp_path / "in")

@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 
 #: Bumped whenever a column is added, removed, renamed or changes type.
 #: 1.1: calls.verl_executes, calls.verl_function_name, calls.verl_arguments (verl's reading of each call).
-SCHEMA_VERSION = "1.1"
+#: 1.2: trajectories.run; steps one row per (run, split, step) (was per (split, step)).
+SCHEMA_VERSION = "1.2"
 
 PARQUET_COMPRESSION = "zstd"
 
@@ -68,10 +69,11 @@ TRAJECTORIES = TableSpec(
     "trajectories",
     "One row per trajectory (one dump line / record).",
     (
-        C("trajectory_id", STR, "stable id: hash of the source file name, the record index and the file's content (sha1)", False),
-        C("source_path", STR, "input file, relative to the scanned root when possible", False),
+        C("trajectory_id", STR, "stable id: hash of source_path, the record index and the file's content (sha1)", False),
+        C("source_path", STR, "input file, relative to the scanned root (several roots: prefixed with the root's name)", False),
         C("source_line", I64, "1-based line (JSONL) or record index (JSON list / Parquet)", False),
         C("source_format", STR, "verl_jsonl | verl_tool_json | openai_messages", False),
+        C("run", STR, "training run (experiment): the file's directory, split dir folded, or --run NAME", False),
         C("split", STR, "train | val", False),
         C("step", I64, "training step (from the record, else from the file name)"),
         C("group_id", STR, "GRPO prompt group: uid prefix (verl V1) or a hash of the prompt", False),
@@ -157,8 +159,9 @@ FINDINGS = TableSpec(
 
 STEPS = TableSpec(
     "steps",
-    "Aggregates per (split, step).",
+    "Aggregates per (run, split, step).",
     (
+        C("run", STR, "training run (see trajectories.run)", False),
         C("split", STR, "", False),
         C("step", I64, "null when the step is unknown"),
         C("trajectories", I64, "", False),
@@ -170,7 +173,7 @@ STEPS = TableSpec(
         C("final_answer_rate", F64, "share of trajectories whose last assistant turn has no call", False),
         C("category_counts", pa.map_(STR, I64), "calls per category (a call counts once per category)", False),
     ),
-    ("split", "step"),
+    ("run", "split", "step"),
 )
 
 INGEST_ERRORS = TableSpec(

@@ -11,7 +11,7 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("scan")
     def scan_cmd(
-        paths: list[Path] = typer.Argument(..., help="Dump files or directories (walked recursively)."),
+        paths: list[Path] = typer.Argument(None, help="Dump files or directories (walked recursively)."),
         out: Path = typer.Option(..., "-o", "--out", help="Output directory for the tables."),
         tools: Path | None = typer.Option(None, "--tools", help="Tool schemas: JSON list of OpenAI tools, or verl tool-config YAML. Overrides the prompt's."),
         input_format: str = typer.Option("auto", "--format", help="Input format: auto, verl_jsonl, verl_tool_json, openai_messages."),
@@ -25,16 +25,25 @@ def register(app: typer.Typer) -> None:
         full: bool = typer.Option(False, "--full", help="Re-scan every file (ignore parts of unchanged files)."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
         engine: str | None = typer.Option(None, "--engine", help="auto, columnar or records (default: $TRAJLAB_ENGINE, else auto). Same tables either way; the manifest records which engine read each file."),
+        run: list[str] = typer.Option([], "--run", help="NAME=PATH: the files under PATH form run NAME (repeatable; PATH is scanned too)."),
     ) -> None:
         """Scan rollout dumps: classify every tool call and write Parquet tables into OUT.
 
-        Example: trajlab scan sample_data/qwen35_xml_run -o out --fail-above 0.2 --window 10
+        Each directory of step files is a run (experiment); the summary, early warning and --fail-above are
+        per run. Example: trajlab scan sample_data/qwen35_xml_run -o out --fail-above 0.2 --window 10
         """
         from trajlab.console import console, warn
+        from trajlab.errors import InputError
+        from trajlab.ingest.runs import parse_run_specs
         from trajlab.scan import scan
+        from trajlab.trends import tripped_runs
+
+        named = parse_run_specs(run)
+        if not paths and not named:
+            raise InputError("nothing to scan", hint="give a directory of dumps, e.g. trajlab scan outputs/ -o out")
 
         summary = scan(
-            paths,
+            paths or [],
             out,
             tools=tools,
             input_format=input_format,
@@ -45,9 +54,14 @@ def register(app: typer.Typer) -> None:
             incremental=not full,
             progress=not no_progress and not as_json,
             engine=engine,
+            runs=named,
         )
+        tripped = tripped_runs(summary.steps, fail_above, window) if fail_above is not None else []
         if as_json:
-            typer.echo(json.dumps(summary.to_dict(), indent=2, default=str))
+            d = summary.to_dict()
+            if fail_above is not None:
+                d["fail_above"] = {"threshold": fail_above, "window": window, "tripped": tripped}
+            typer.echo(json.dumps(d, indent=2, default=str))
         else:
             from trajlab.scan.view import print_summary
             from trajlab.trends import category_steps
@@ -58,8 +72,8 @@ def register(app: typer.Typer) -> None:
         if strict and summary.ingest_errors:
             warn(f"--strict: {summary.ingest_errors} ingest error(s); see {out}/ingest_errors.parquet")
             raise typer.Exit(2)
-        if fail_above is not None:
-            rate = summary.recent_rate(window)
-            if rate is not None and rate > fail_above:
-                warn(f"malformed-call rate over the last {window} steps is {rate:.1%} > --fail-above {fail_above:.1%}")
-                raise typer.Exit(3)
+        if tripped:
+            for t in tripped:
+                who = f"run {t['run']}: " if len(summary.runs) > 1 else ""
+                warn(f"{who}malformed-call rate over the last {window} steps is {t['rate']:.1%} > --fail-above {fail_above:.1%}")
+            raise typer.Exit(3)

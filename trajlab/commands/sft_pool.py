@@ -37,6 +37,7 @@ def register(app: typer.Typer) -> None:
             ["train"], "--source-split", help="Dump split(s) samples come from (repeatable); train by default, so RL validation prompts stay out.",
         ),
         seed: int = typer.Option(0, "--seed", help="Seed of every choice (same input + seed = same bytes)."),
+        run: list[str] = typer.Option([], "--run", help="Only samples from this run (repeatable; default: every run)."),
         rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory with its own hints.yaml (repeatable)."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of a table."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
@@ -67,6 +68,7 @@ def register(app: typer.Typer) -> None:
             seed=seed,
             rules_dirs=[str(r) for r in rules],
             source_splits=source_split,
+            runs=run,
             progress=not no_progress and not as_json,
         )
         if as_json:

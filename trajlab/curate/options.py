@@ -101,6 +101,7 @@ class PoolOptions:
     seed: int
     rules_dirs: tuple[str, ...]
     source_splits: tuple[str, ...] = ("train",)
+    runs: tuple[str, ...] = ()  # only these runs' trajectories (empty: every run)
     extra: dict[str, Any] = field(default_factory=dict)
     ood_format: str | None = None  # the call format of `reformatted` OOD variants (None: hints.yaml other_format)
 
@@ -121,6 +122,7 @@ def make_options(
     rules_dirs: tuple[str, ...] | list[str] = (),
     source_splits: tuple[str, ...] | list[str] = ("train",),
     ood_format: str | None = None,
+    runs: tuple[str, ...] | list[str] = (),
 ) -> PoolOptions:
     """Validate every option; each problem is a :class:`TrajlabError` naming the option."""
     r = parse_ratio(ratio)
@@ -171,4 +173,5 @@ def make_options(
         rules_dirs=tuple(str(d) for d in rules_dirs),
         source_splits=splits,
         ood_format=ood_format,
+        runs=tuple(dict.fromkeys(runs)),
     )

@@ -48,26 +48,75 @@ class FileTask:
     end: int
     first_line: int
     chunk: int
+    run: str = ""  # the run the file belongs to (:mod:`trajlab.ingest.runs`)
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """A file to scan: its path, its unique relative name (``source_path``) and its run."""
+
+    path: Path
+    rel: str
+    run: str
+    inner: str  # the path inside its root (``rel`` without the root's label)
 
 
 def discover(paths: list[str | Path]) -> tuple[list[tuple[Path, str]], list[IngestError]]:
-    """Files to scan as ``(path, relative name)`` pairs, sorted, plus errors for paths that do not exist.
+    """Files to scan as ``(path, relative name)`` pairs, sorted, plus errors for paths that do not exist
+    (see :func:`find_inputs`, which also gives each file its run)."""
+    files, errors = find_inputs(paths)
+    return [(f.path, f.rel) for f in files], errors
+
+
+def find_inputs(
+    paths: list[str | Path], runs: dict[str, Path] | None = None
+) -> tuple[list[InputFile], list[IngestError]]:
+    """Files to scan, sorted by relative name, plus errors for paths that do not exist.
 
     Directories are walked recursively; hidden entries and trajlab output directories (holding a trajlab
     ``manifest.json``) are skipped; only ``.jsonl``/``.json``/``.ndjson``/``.parquet`` files are taken from
-    directories. A file named explicitly is always taken.
+    directories. A file named explicitly is always taken. ``runs`` (``--run NAME=PATH``) name the run of every
+    file under PATH; a PATH not under one of ``paths`` is scanned as a root of its own. With several roots each
+    relative name starts with its root's label (:func:`trajlab.ingest.runs.unique_labels`), so names and runs
+    stay unique; with one root, names are relative to it (as they always were).
     """
-    found: dict[str, tuple[Path, str]] = {}
+    from trajlab.ingest import runs as runs_mod
+
+    runs = dict(runs or {})
     errors: list[IngestError] = []
+    roots: list[Path] = []
+    names: list[str | None] = []
     for raw in paths:
         p = Path(raw)
         if not p.exists():
             errors.append(IngestError(str(raw), None, "path does not exist"))
             continue
-        if p.is_file():
-            found.setdefault(str(p.resolve()), (p, p.name))
+        roots.append(p)
+        names.append(None)
+    for name, rp in runs.items():
+        if not rp.exists():
+            errors.append(IngestError(str(rp), None, f"path of --run {name} does not exist"))
             continue
-        root = p
+        rr = rp.resolve()
+        if not any(rr == r.resolve() or r.resolve() in rr.parents for r in roots if r.is_dir()):
+            roots.append(rp)
+            names.append(name)
+    labels = runs_mod.unique_labels(roots, names)
+    several = len(roots) > 1
+    found: dict[str, InputFile] = {}
+
+    def add(fp: Path, inner: str, label: str) -> None:
+        key = str(fp.resolve())
+        if key in found:
+            return
+        rel = f"{label}/{inner}" if several else inner
+        run = runs_mod.named_run_of(fp, runs) if runs else None
+        found[key] = InputFile(fp, rel, run or runs_mod.run_of(rel, label), inner)
+
+    for root, label in zip(roots, labels, strict=True):
+        if root.is_file():
+            add(root, root.name, label)
+            continue
         for dirpath, dirnames, filenames in os.walk(root):
             d = Path(dirpath)
             if _is_trajlab_output(d) or _is_model_dir(d, filenames):
@@ -78,8 +127,8 @@ def discover(paths: list[str | Path]) -> tuple[list[tuple[Path, str]], list[Inge
                 if fn.startswith(".") or not fn.lower().endswith(DATA_SUFFIXES):
                     continue
                 fp = d / fn
-                found.setdefault(str(fp.resolve()), (fp, fp.relative_to(root).as_posix()))
-    files = sorted(found.values(), key=lambda t: (t[1], str(t[0])))
+                add(fp, fp.relative_to(root).as_posix(), label)
+    files = sorted(found.values(), key=lambda f: (f.rel, str(f.path)))
     return files, errors
 
 
@@ -182,13 +231,17 @@ def _single_object_reason(path: Path) -> str:
     return f"not trajectory data: a single JSON object (keys: {keys}), not JSON lines or a list of records"
 
 
-def plan_tasks(path: Path, rel: str, fmt: str, chunk_bytes: int = CHUNK_BYTES) -> list[FileTask]:
-    """Split a file into tasks: JSONL files in newline-aligned byte ranges with their first line numbers."""
+def plan_tasks(path: Path, rel: str, fmt: str, chunk_bytes: int = CHUNK_BYTES, *, run: str = "",
+               inner: str | None = None) -> list[FileTask]:
+    """Split a file into tasks: JSONL files in newline-aligned byte ranges with their first line numbers.
+
+    ``run`` is copied into every task; ``inner`` is the file's path inside its root (default ``rel``), from
+    which its split is read (a root's label never makes a file validation data)."""
     size = path.stat().st_size
-    split = split_from_path(rel)
+    split = split_from_path(inner if inner is not None else rel)
     step = step_from_name(path.name)
     if fmt not in (verl_jsonl.FORMAT, openai_messages.FORMAT) or path.suffix.lower() == ".parquet" or size <= chunk_bytes:
-        return [FileTask(str(path), rel, fmt, split, step, 0, size, 1, 0)]
+        return [FileTask(str(path), rel, fmt, split, step, 0, size, 1, 0, run)]
     tasks: list[FileTask] = []
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         start, line = 0, 1
@@ -197,7 +250,7 @@ def plan_tasks(path: Path, rel: str, fmt: str, chunk_bytes: int = CHUNK_BYTES) -
             if end < size:
                 nl = mm.find(b"\n", end)
                 end = size if nl < 0 else nl + 1
-            tasks.append(FileTask(str(path), rel, fmt, split, step, start, end, line, len(tasks)))
+            tasks.append(FileTask(str(path), rel, fmt, split, step, start, end, line, len(tasks), run))
             line += mm[start:end].count(b"\n")
             start = end
     return tasks
@@ -273,6 +326,7 @@ def _convert(mod: Any, obj: dict[str, Any], task: FileTask, lineno: int) -> Iter
         return
     yield from notes
     if rec is not None:
+        rec.run = task.run
         yield rec
 
 

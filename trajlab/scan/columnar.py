@@ -61,6 +61,7 @@ class _Range:
             pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"),
             pl.Series("trajectory_id", ids, pl.String),
             pl.col("seg").replace_strict(dict(enumerate(rels)), return_dtype=pl.String).alias("source_path"),
+            pl.col("seg").replace_strict(dict(enumerate(t.run for t in tasks)), return_dtype=pl.String).alias("run"),
         )
         # the first row of each segment (rows are numbered in source order, segment after segment)
         seg_sizes = self.df.group_by("seg").len().sort("seg")
@@ -157,7 +158,7 @@ class _Range:
         rec = RawTrajectory(
             source_path=r["source_path"], source_line=r["source_line"], source_format="verl_jsonl", split=r["split"],
             step=r["step"], group_id=r["group_id"], score=r["score"], input=r["input"], output=r["output"],
-            turns=split_turns(r["output"]), tools=None, tools_source=None, extra={}, uid=None,
+            turns=split_turns(r["output"]), tools=None, tools_source=None, extra={}, uid=None, run=r["run"],
         )
         rows = rec_rows.start(r["row"])
         record_rows(rec, self.opts, rows, r["trajectory_id"], r["extra"])
@@ -256,7 +257,7 @@ class _Range:
             .join(n_turns, on="row", maintain_order="left")
             .select(
                 "trajectory_id", "source_path", "source_line",
-                pl.lit("verl_jsonl").alias("source_format"), "split", "step", "group_id", "score",
+                pl.lit("verl_jsonl").alias("source_format"), "run", "split", "step", "group_id", "score",
                 pl.col("fmt").alias("tool_format"), "n_turns", pl.col("n_calls").fill_null(0),
                 pl.col("n_malformed_calls").fill_null(0),
                 (~pl.col("last_has_call") & ~pl.col("truncated")).alias("has_final_answer"),

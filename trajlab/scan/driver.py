@@ -1,6 +1,6 @@
 """``trajlab scan``, the driver: plan the files, run the units (in ``--jobs`` worker processes), merge, summarise.
 
-Pipeline: :func:`trajlab.ingest.discover` finds files; :mod:`trajlab.scan.plan` gives each a cache key and
+Pipeline: :func:`trajlab.ingest.find_inputs` finds files and their runs; :mod:`trajlab.scan.plan` gives each a cache key and
 cuts it into byte ranges grouped into units; :mod:`trajlab.scan.cache` says which files' parts are reused;
 workers (:mod:`trajlab.scan.worker`) turn each unit into part files under ``OUT/.parts/<file key>/``; the
 parts are merged into one Parquet file per table (:mod:`trajlab.scan.parts`), ``steps`` is aggregated from
@@ -21,12 +21,11 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from trajlab.errors import InputError
-from trajlab.ingest import FileTask, detect_format, discover, plan_tasks, validate_format_name
+from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks
 from trajlab.model import IngestError
 from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
-from trajlab.scan.engines import resolve_engine
 from trajlab.scan.ids import file_digest
-from trajlab.scan.options import ScanOptions
+from trajlab.scan.options import ScanOptions, make_scan_options
 from trajlab.scan.parts import PARTS_DIR, merge_parts, unit_name
 from trajlab.scan.plan import IN_PROCESS_BYTES, UNIT_BYTES, FileEntry, chunk_bytes_or_default, file_key, units
 from trajlab.scan.summary import ScanSummary, manifest, summarise
@@ -49,6 +48,7 @@ def scan(
     progress: bool = True,
     chunk_bytes: int | None = None,
     engine: str | None = None,
+    runs: dict[str, str | Path] | None = None,
 ) -> ScanSummary:
     """Scan trajectory dumps and write the trajlab tables into ``out``.
 
@@ -66,33 +66,26 @@ def scan(
         chunk_bytes: size of the byte ranges big files are cut into (default 32 MB).
         engine: ``auto`` | ``columnar`` | ``records`` (:mod:`trajlab.scan.engines`; default ``$TRAJLAB_ENGINE``,
             else ``auto``). Every engine writes the same tables; the manifest records which read each file.
+        runs: ``{NAME: PATH}`` (``--run NAME=PATH``): every file under PATH belongs to run NAME; a PATH outside
+            ``paths`` is scanned too. Other files get the run their directory names (:mod:`trajlab.ingest.runs`).
 
     Returns:
         A :class:`ScanSummary` (also written to ``manifest.json``).
     """
-    from trajlab import toolcalls
-    from trajlab.ingest.tool_schemas import load_tools_file
-
-    known_formats = tuple(getattr(toolcalls, "KNOWN_FORMATS", ("qwen3_coder", "hermes")))
-
     t0 = time.perf_counter()
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"output path {out} exists and is not a directory")
-    if tool_format in ("auto", ""):
-        tool_format = None
-    if tool_format is not None and tool_format not in known_formats:
-        raise InputError(f"unknown --tool-format {tool_format!r}; choose one of: auto, {', '.join(known_formats)}")
-    fmt_forced = validate_format_name(input_format)
-    tool_list = load_tools_file(tools) if isinstance(tools, (str, Path)) else tools
-    rdirs = tuple(str(Path(d)) for d in rules_dirs)
-    opts = ScanOptions(tool_format=tool_format, tools=tool_list, rules_dirs=rdirs, input_format=fmt_forced,
-                       engine=resolve_engine(engine))
+    opts = make_scan_options(tools=tools, input_format=input_format, tool_format=tool_format, rules_dirs=rules_dirs,
+                             engine=engine)
+    tool_format, fmt_forced, rdirs = opts.tool_format, opts.input_format, opts.rules_dirs
     fp = opts.fingerprint()
 
-    files, errors = discover(list(paths))
+    inputs, errors = find_inputs(list(paths), {k: Path(v) for k, v in (runs or {}).items()})
     out_resolved = out.resolve()
-    files = [(p, r) for p, r in files if out_resolved not in p.resolve().parents]
+    inputs = [f for f in inputs if out_resolved not in f.path.resolve().parents]
+    files = [(f.path, f.rel) for f in inputs]
+    found = {f.rel: f for f in inputs}
     if not files and not errors:
         errors.append(IngestError(", ".join(str(p) for p in paths), None, "no input files found (.jsonl/.json/.parquet)"))
 
@@ -103,8 +96,9 @@ def scan(
         if fmt is None:
             errors.append(IngestError(rel, None, why))
             continue
-        key, size = file_key(p, rel, fmt, fp)
-        tasks = plan_tasks(p, rel, fmt, chunk_bytes_or_default(chunk_bytes))
+        key, size = file_key(p, rel, fmt, fp, found[rel].run)
+        tasks = plan_tasks(p, rel, fmt, chunk_bytes_or_default(chunk_bytes), run=found[rel].run,
+                           inner=found[rel].inner)
         entries.append(FileEntry(p, rel, fmt, size, key, tasks))
 
     total_bytes = sum(e.size for e in entries)
@@ -124,16 +118,17 @@ def scan(
         if not e.reused:
             e.stats = load_done(parts_root / e.key, len(e.tasks)) or []
 
-    # duplicates: identical content in two files (e.g. the same step copied twice) → keep the first
-    seen: dict[str, str] = {}
+    # duplicates: identical content in two files of one run (e.g. the same step copied twice) → keep the first.
+    # Two runs may hold identical files (greedy validation of the same base model at step 0): both are kept.
+    seen: dict[tuple[str, str], str] = {}
     by_step: dict[tuple[str, str, int], list[str]] = defaultdict(list)
     keep: list[FileEntry] = []
     for e in entries:
         e.sha = content_hash(e.stats)
-        if e.sha in seen:
-            errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.sha]} (identical content); skipped"))
+        if (e.run, e.sha) in seen:
+            errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.run, e.sha]} (identical content); skipped"))
             continue
-        seen[e.sha] = e.rel
+        seen[e.run, e.sha] = e.rel
         keep.append(e)
         if e.fmt != "openai_messages":
             for s in e.stats:
@@ -159,6 +154,7 @@ def scan(
         "input_format": fmt_forced,
         "rules_dirs": list(rdirs),
         "engine": opts.engine,
+        "runs": {k: str(v) for k, v in (runs or {}).items()},
     }
     atomic_write_json(out / "manifest.json", manifest(entries, summary, options=options, rules_dirs=rdirs,
                                                       merge_key=mkey))
