@@ -1,23 +1,28 @@
 #!/usr/bin/env python3
-"""Benchmark ``trajlab scan`` against ``polars.read_ndjson`` on the same >= 1 GB verl dump.
+"""Benchmark ``trajlab scan`` against a polars-only floor and ``polars.read_ndjson`` on the same verl dump.
 
-    python benchmarks/bench_scan.py                 # 1 GB dump, scan with one worker per CPU
-    python benchmarks/bench_scan.py --size-gb 2 --jobs 4
+    python benchmarks/bench_scan.py                          # 1 GB dump, scan with one worker per CPU
+    python benchmarks/bench_scan.py --size-gb 2 --jobs 1 2 4 # scan once per job count
+    python benchmarks/bench_scan.py --shape small-files --size-gb 0.3   # ~1,000 files of ~300 KB
 
 Steps, all in one run:
 
 1. generate (or reuse, when the options match) a realistic verl 0.9.x dump with
-   ``benchmarks/gen_large_dump.py`` under ``--work-dir`` (default: ``$TMPDIR/trajlab_bench``);
+   ``benchmarks/gen_large_dump.py`` under ``--work-dir`` (default: ``$TMPDIR/trajlab_bench``): ``--shape
+   big-files`` (default; ~1.6 MB step files) or ``small-files`` (~300 KB step files, long think blocks and
+   tool responses);
 2. read every file once so both contenders start from a warm page cache;
 3. run (a) ``polars.read_ndjson`` on the dump's files, (b) a *floor*: the least work that reshapes the dump
    into tables of the issue's shape with polars alone (read, split outputs into turns, cut out raw calls, write
    three Parquet tables; no checks, no classifier, no ids, no part cache), and (c) ``trajlab.scan`` exactly as
    the CLI runs it by default (classifier on, part files written for later re-scans) into a fresh output
-   directory -- each in its own subprocess, so memory is measured per variant;
+   directory, once per ``--jobs`` value -- each in its own subprocess, so memory is measured per variant;
 4. print throughput (input MB / seconds of the timed call, MB = 10^6 bytes), wall time including interpreter
    start, CPU time (user + system, all processes; MB/CPU-s is the fairer number on a shared machine) and
-   peak memory, then check the targets: scan throughput >= 1/2 of read_ndjson's and scan peak
-   RSS < 1.5 GB. Exit status 1 when a target is missed (``--no-check`` to only report).
+   peak memory, then check the targets (issue 15): scan throughput >= 40% of the floor's, measured in the
+   same run, and scan peak RSS < 1.5 GB. Exit status 1 when a target is missed (``--no-check`` to only
+   report). The floor, not read_ndjson, is the yardstick: writing the tables alone costs about as much as
+   the parse, so the floor itself reaches only 30-40% of read_ndjson.
 
 Peak memory is reported two ways: ``peak RSS (tree)`` is the largest sum of the resident set sizes of the
 subprocess and all its descendants (scan's worker processes), sampled every 20 ms with psutil -- the number
@@ -46,7 +51,7 @@ sys.path.insert(0, str(HERE))
 import gen_large_dump  # noqa: E402  (sibling script)
 
 RSS_LIMIT = int(1.5 * 1024**3)  # 1.5 GiB
-SPEED_RATIO = 0.5
+FLOOR_RATIO = 0.4  # scan throughput / the floor's
 
 POLARS_CHILD = r"""
 import json, sys, time
@@ -87,7 +92,8 @@ import json, sys, time
 import trajlab
 args = json.loads(sys.argv[1])
 t0 = time.perf_counter()
-s = trajlab.scan([args["dump"]], args["out"], jobs=args["jobs"], progress=False)
+kw = {} if args["engine"] == "auto" else {"engine": args["engine"]}
+s = trajlab.scan([args["dump"]], args["out"], jobs=args["jobs"], progress=False, **kw)
 dt = time.perf_counter() - t0
 print(json.dumps({"seconds": dt, "rows": s.trajectories, "calls": s.calls, "malformed_calls": s.malformed_calls,
                   "ingest_errors": s.ingest_errors}))
@@ -161,9 +167,14 @@ def _fmt_bytes(n: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Benchmark trajlab scan against polars.read_ndjson on a >= 1 GB dump.")
+    ap = argparse.ArgumentParser(description="Benchmark trajlab scan against a polars-only floor and read_ndjson.")
     ap.add_argument("--size-gb", type=float, default=1.0, help="dump size in GB (10^9 bytes); default 1")
-    ap.add_argument("--jobs", type=int, default=0, help="scan (and generator) worker processes; 0 = one per CPU")
+    ap.add_argument("--shape", choices=sorted(gen_large_dump.SHAPES), default="big-files",
+                    help="big-files (~1.6 MB step files; default) or small-files (~300 KB, long think blocks and "
+                         "tool responses)")
+    ap.add_argument("--jobs", type=int, nargs="+", default=[0],
+                    help="scan worker processes, one scan per value; 0 = one per CPU (default)")
+    ap.add_argument("--engine", default="auto", help="scan engine: auto (default), columnar or records")
     ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "trajlab_bench",
                     help="where the dump (reused across runs) and the scan output go")
     ap.add_argument("--keep", action="store_true", help="keep the scan output (the dump is always kept)")
@@ -173,12 +184,15 @@ def main(argv: list[str] | None = None) -> int:
 
     work = a.work_dir
     work.mkdir(parents=True, exist_ok=True)
-    info = gen_large_dump.generate(work / "dump", a.size_gb, jobs=a.jobs)
-    roll = work / "dump" / "rollout"
+    dump = work / ("dump" if a.shape == "big-files" else f"dump_{a.shape}")
+    info = gen_large_dump.generate(dump, a.size_gb, jobs=max(a.jobs), shape=a.shape)
+    roll = dump / "rollout"
     files = sorted(roll.glob("*.jsonl"), key=lambda p: int(p.stem))
     n_bytes = sum(f.stat().st_size for f in files)
-    print(f"load average before: {os.getloadavg()[0]:.1f}; dump: {len(files)} files, {n_bytes / 1e9:.2f} GB, {info['lines']} lines; "
-          f"{os.cpu_count()} CPUs, scan --jobs {a.jobs or os.cpu_count()}")
+    cpus = os.cpu_count() or 1
+    print(f"load average before: {os.getloadavg()[0]:.1f}; dump ({a.shape}): {len(files)} files, "
+          f"{n_bytes / 1e9:.2f} GB, {info['lines']} lines; {cpus} CPUs, scan --jobs "
+          f"{' '.join(str(j or cpus) for j in a.jobs)}, --engine {a.engine}")
     _warm(files)
 
     logs = work / "logs"
@@ -190,9 +204,11 @@ def main(argv: list[str] | None = None) -> int:
                                 json.dumps({"files": [str(f) for f in files], "out": str(floor_out)}), n_bytes, logs))
     shutil.rmtree(floor_out, ignore_errors=True)
     scan_out = work / "scan_out"
-    shutil.rmtree(scan_out, ignore_errors=True)
-    results.append(run_measured("trajlab scan", SCAN_CHILD,
-                                json.dumps({"dump": str(roll), "out": str(scan_out), "jobs": a.jobs}), n_bytes, logs))
+    for jobs in a.jobs:
+        shutil.rmtree(scan_out, ignore_errors=True)
+        results.append(run_measured(f"scan --jobs {jobs or cpus}", SCAN_CHILD,
+                                    json.dumps({"dump": str(roll), "out": str(scan_out), "jobs": jobs,
+                                                "engine": a.engine}), n_bytes, logs))
     if not a.keep:
         shutil.rmtree(scan_out, ignore_errors=True)
 
@@ -204,24 +220,30 @@ def main(argv: list[str] | None = None) -> int:
               f"{n_bytes / 1e6 / max(r.cpu_seconds, 1e-9):>9.1f} "
               f"{_fmt_bytes(r.peak_rss_tree):>16} {_fmt_bytes(r.max_rss_proc):>17} {r.rows:>9}")
     load = os.getloadavg()
-    print(f"load average after the run: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs"
-          + ("  (busy machine: compare MB/CPU-s too)" if load[1] > (os.cpu_count() or 1) else ""))
-    pol, flo, scn = results
-    d = scn.detail
+    print(f"load average after the run: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {cpus} CPUs"
+          + ("  (busy machine: compare MB/CPU-s too)" if load[1] > cpus else ""))
+    pol, flo, scans = results[0], results[1], results[2:]
+    d = scans[0].detail
     print(f"\nscan found {d.get('calls')} calls, {d.get('malformed_calls')} malformed, "
           f"{d.get('ingest_errors')} ingest errors")
-    ratio = scn.mb_per_s / pol.mb_per_s
     print(f"floor (read + split + write three tables, no checks, no classifier): {flo.mb_per_s / pol.mb_per_s:.0%} "
-          f"of read_ndjson's throughput; scan reaches {scn.mb_per_s / flo.mb_per_s:.0%} of the floor's")
-    ok_speed = ratio >= SPEED_RATIO
-    ok_rss = scn.peak_rss_tree < RSS_LIMIT and scn.max_rss_proc < RSS_LIMIT
-    print(f"target: scan >= {SPEED_RATIO:.0%} of read_ndjson throughput: {ratio:.0%} -> {'PASS' if ok_speed else 'FAIL'}")
-    print(f"target: scan peak RSS < {_fmt_bytes(RSS_LIMIT)}: {_fmt_bytes(max(scn.peak_rss_tree, scn.max_rss_proc))} "
-          f"-> {'PASS' if ok_rss else 'FAIL'}")
+          f"of read_ndjson's throughput")
+    best = max(scans, key=lambda r: r.mb_per_s)
+    for r in scans:
+        print(f"{r.variant}: {r.mb_per_s / flo.mb_per_s:.0%} of the floor's throughput (MB/s), "
+              f"{flo.cpu_seconds / r.cpu_seconds:.0%} of its MB/CPU-s, {r.mb_per_s / pol.mb_per_s:.0%} of read_ndjson's")
+    ratio = best.mb_per_s / flo.mb_per_s
+    ok_speed = ratio >= FLOOR_RATIO
+    rss = max(max(r.peak_rss_tree, r.max_rss_proc) for r in scans)
+    ok_rss = rss < RSS_LIMIT
+    print(f"target: scan >= {FLOOR_RATIO:.0%} of the floor's throughput: {ratio:.0%} ({best.variant}) "
+          f"-> {'PASS' if ok_speed else 'FAIL'}")
+    print(f"target: scan peak RSS < {_fmt_bytes(RSS_LIMIT)}: {_fmt_bytes(rss)} -> {'PASS' if ok_rss else 'FAIL'}")
     if a.json:
-        a.json.write_text(json.dumps({"dump": info, "bytes": n_bytes, "cpus": os.cpu_count(), "jobs": a.jobs,
-                                      "results": [asdict(r) for r in results], "speed_ratio": ratio,
-                                      "floor_ratio": flo.mb_per_s / pol.mb_per_s,
+        a.json.write_text(json.dumps({"dump": info, "shape": a.shape, "bytes": n_bytes, "cpus": cpus,
+                                      "jobs": a.jobs, "engine": a.engine, "load_after": load,
+                                      "results": [asdict(r) for r in results], "floor_ratio": ratio,
+                                      "floor_vs_read_ndjson": flo.mb_per_s / pol.mb_per_s,
                                       "pass_speed": ok_speed, "pass_rss": ok_rss}, indent=2) + "\n")
     return 0 if a.no_check or (ok_speed and ok_rss) else 1
 

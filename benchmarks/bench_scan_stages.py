@@ -6,7 +6,7 @@
 
 It takes ``--files`` consecutive step files of the dump that ``bench_scan.py`` generates (``--first`` is the
 first step; late steps have more malformed turns), runs them through the worker's entry point
-(:func:`trajlab.scan.worker.process_unit`) as one unit, and prints the wall time of each stage: the columnar reader,
+(:func:`trajlab.scan.worker.process_unit`) as one unit, and prints the time of each stage (wall, or CPU with ``--clock cpu``): the columnar reader,
 the turn split, the canonical-call recogniser, the per-turn classifier on the remaining turns, reassembly,
 part files. ``polars.read_ndjson`` alone on the same bytes is printed first, as the yardstick.
 """
@@ -24,20 +24,22 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+#: the clock stages are timed with: wall (``time.perf_counter``) or CPU of all threads (``time.process_time``)
+CLOCK = [time.perf_counter]
 sys.path.insert(0, str(HERE))
 
 
 def wrap(owner: Any, name: str, label: str, acc: dict[str, float], counts: dict[str, int]) -> None:
-    """Replace ``owner.name`` by a version that adds its wall time to ``acc[label]``."""
+    """Replace ``owner.name`` by a version that adds its time (``CLOCK``) to ``acc[label]``."""
     fn = getattr(owner, name)
 
     @functools.wraps(fn)
     def timed(*a: Any, **k: Any) -> Any:
-        t0 = time.perf_counter()
+        t0 = CLOCK[0]()
         try:
             return fn(*a, **k)
         finally:
-            acc[label] += time.perf_counter() - t0
+            acc[label] += CLOCK[0]() - t0
             counts[label] += 1
 
     setattr(owner, name, timed)
@@ -49,7 +51,10 @@ def main() -> int:
     ap.add_argument("--first", type=int, default=300, help="first step file (default 300)")
     ap.add_argument("--files", type=int, default=10, help="files in the unit (default 10, ~16 MB)")
     ap.add_argument("--repeat", type=int, default=2, help="timed repetitions (the first run warms caches)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="time stages by wall clock (default) or by CPU time of all threads (fairer on a busy machine)")
     a = ap.parse_args()
+    CLOCK[0] = time.process_time if a.clock == "cpu" else time.perf_counter
 
     import polars as pl
 
@@ -77,7 +82,7 @@ def main() -> int:
     wrap(tc, "analyze_turn", "per-turn classifier on the other turns", acc, counts)
     wrap(col._Range, "_concat", "reassembly (sort, split by file, to Arrow)", acc, counts)
     wrap(col._Range, "__init__", "trajectory ids + prompt facts", acc, counts)
-    wrap(worker, "write_parts", "part files (Arrow IPC, lz4) + done.json", acc, counts)
+    wrap(worker, "write_unit_parts", "part files (Arrow IPC, lz4, one per table) + done.json", acc, counts)
     opts = trajlab.scan.ScanOptions()
     with tempfile.TemporaryDirectory() as tmp:
         unit = [(plan_tasks(f, f.name, "verl_jsonl")[0], "0" * 40, str(Path(tmp) / f.stem)) for f in files]
@@ -85,12 +90,12 @@ def main() -> int:
         for _ in range(a.repeat + 1):
             acc.clear()
             counts.clear()
-            t0 = time.perf_counter()
-            worker.process_unit(unit, opts)
-            totals.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
+            t0 = CLOCK[0]()
+            worker.process_unit(unit, opts, str(Path(tmp) / "unit"))
+            totals.append(CLOCK[0]() - t0)
+        t0 = CLOCK[0]()
         pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
-        yard = time.perf_counter() - t0
+        yard = CLOCK[0]() - t0
     total = min(totals[1:])
     print(f"unit: {len(files)} files, {mb:.1f} MB, steps {a.first}..{a.first + a.files - 1}")
     print(f"{'polars.read_ndjson alone':62s} {yard * 1e3:8.1f} ms  {mb / yard:7.1f} MB/s")

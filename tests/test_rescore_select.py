@@ -20,7 +20,8 @@ def _scan_dir(tmp_path, steps=(1, 2, 3), per_step=10, bad_every=3):
             out = "<tool_call>\n<function=search_web>\n</tool_call>" + ("\n\nchatter" if bad else "")
             trajs.append({
                 "trajectory_id": tid, "source_path": f"rollout/{step}.jsonl", "source_line": i + 1,
-                "source_format": "verl_jsonl", "split": "train", "step": step, "group_id": "g", "score": 0.0 if bad else 1.0,
+                "source_format": "verl_jsonl", "run": "base" if i < per_step // 2 else "sft", "split": "train",
+                "step": step, "group_id": "g", "score": 0.0 if bad else 1.0,
                 "tool_format": "qwen3_coder", "n_turns": 1, "n_calls": 1, "n_malformed_calls": int(bad),
                 "has_final_answer": False, "truncated": False, "schema_checked": False, "input": "user\nq\nassistant\n",
                 "output": out, "tools": None, "extra": "{}",
@@ -63,6 +64,9 @@ def test_where_steps_limit(tmp_path):
     assert select_trajectories(out, steps={1, 3}, limit=4) == ["s1-t00", "s1-t01", "s1-t02", "s1-t03"]
     with pytest.raises(TrajlabError, match="--where"):
         select_trajectories(out, where="nonsense_col > 1")
+    sft = select_trajectories(out, where="run = 'sft'")  # runs are a column of trajectories
+    assert len(sft) == 15 and all(int(t[-2:]) >= 5 for t in sft)
+    assert select_trajectories(out, where="run = 'sft' AND score = 0", steps={2}) == ["s2-t06", "s2-t09"]
 
 
 def test_sample_is_stratified_and_seeded(tmp_path):

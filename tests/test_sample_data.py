@@ -101,7 +101,7 @@ def test_regenerates_committed_files_byte_for_byte(gen, tmp_path):
 
 def test_size_is_a_few_megabytes(gen):
     total = sum((SAMPLE / rel).stat().st_size for rel in _committed_files(gen))
-    assert 2e6 < total <= 6e6
+    assert 2e6 < total <= 9e6  # two 120-150 step Qwen3.5 runs side by side (baseline, interleaved SFT)
 
 
 def test_v1_train_dumps(main_run):
@@ -297,3 +297,32 @@ def test_trajlab_scan_tells_the_story(gen, tmp_path):
             total += len(want)
             agree += sum(a == b for a, b in zip(want, have, strict=True)) if len(want) == len(have) else 0
     assert agree / total >= 0.98, (agree, total)
+
+
+def test_interleaved_sft_run_stays_healthy(gen):
+    """The interleaved-SFT run has the baseline's task and onset, but its rate only bumps and falls back."""
+    sft, base = gen.RUNS["qwen35_xml_sft"], gen.RUNS["qwen35_xml"]
+    assert (sft.onset, sft.tool_format, sft.writer) == (base.onset, base.tool_format, base.writer)
+    rates = [gen.malformed_rate(s, sft) for s in range(1, sft.steps + 1)]
+    assert max(rates[: sft.onset]) == sft.base_rate and max(rates) <= sft.bump_rate
+    after = rates[sft.onset:]
+    drops = [i for i in range(1, len(after)) if after[i] < after[i - 1]]  # an SFT step pulls the rate back
+    assert len(drops) == (len(after) - 1) // sft.sft_every and all(after[i] == after[0] for i in drops)
+    files = sorted((SAMPLE / "qwen35_xml_sft_run/rollout").glob("*.jsonl"), key=lambda p: int(p.stem))
+    assert [int(p.stem) for p in files] == list(range(1, sft.steps + 1))
+
+
+def test_trajlab_scan_compares_the_runs(tmp_path):
+    """``trajlab scan sample_data`` keeps every run apart: the baseline warns where it rots, the interleaved-SFT
+    run of the same task does not (or much later), and no run's steps are pooled with another's."""
+    import trajlab
+
+    summary = trajlab.scan([SAMPLE], tmp_path / "out", progress=False)
+    runs = {r["run"]: r for r in summary.runs}
+    assert {"qwen35_xml_run", "qwen35_xml_sft_run", "qwen35_xml_run_v07", "qwen3_hermes_run"} <= set(runs)
+    base, sft = runs["qwen35_xml_run"], runs["qwen35_xml_sft_run"]
+    assert base["early_warning"] and 80 <= base["early_warning"]["step"] <= 100
+    assert sft["early_warning"] is None or sft["early_warning"]["step"] > base["early_warning"]["step"] + 20
+    assert base["late_rate"] > 0.3 and sft["late_rate"] < 0.1 and sft["late_score"] > base["late_score"]
+    assert runs["qwen3_hermes_run"]["early_warning"]["step"] <= 40
+    assert sum(r["trajectories"] for r in runs.values()) == summary.trajectories

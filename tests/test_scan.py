@@ -25,7 +25,7 @@ from verl_lines import (
 
 from trajlab.cli import main
 from trajlab.scan import scan
-from trajlab.tables import SCAN_TABLES
+from trajlab.tables import SCAN_TABLES, SCHEMA_VERSION
 from trajlab.trends import early_warning
 
 GOOD = xml_call("search_web", queries=["japan gdp 2024"])
@@ -69,7 +69,7 @@ def test_all_tables_written_with_documented_schema(scanned):
         if t.num_rows:
             assert pq.ParquetFile(out / f"{name}.parquet").metadata.row_group(0).column(0).compression == "ZSTD"
     m = json.loads((out / "manifest.json").read_text())
-    assert m["schema_version"] == "1.1" and m["trajlab_version"]
+    assert m["schema_version"] == SCHEMA_VERSION and m["trajlab_version"]
     assert len(m["inputs"]) == 31 and all(i["sha1"] for i in m["inputs"])
     assert summary.trajectories == 30 * 8 + 1
 
@@ -152,7 +152,7 @@ def test_bad_directory_keeps_good_records(tmp_path):
     root = tmp_path / "in"
     good = v1_line(1, qwen35_prompt("q"), output_of([GOOD, "fine"], ["r"]), 1.0)
     write_jsonl(root / "1.jsonl", [good, good], tail=b'{"input": "sys", "outp')
-    write_jsonl(root / "copy" / "1.jsonl", [good, good], tail=b'{"input": "sys", "outp')  # duplicate step file
+    write_jsonl(root / "rollout" / "1.jsonl", [good, good], tail=b'{"input": "sys", "outp')  # duplicate step file (same run)
     (root / "odd.jsonl").write_text('{"hello": 1}\n')
     (root / "empty.jsonl").write_text("")
     s = scan([root, tmp_path / "missing"], tmp_path / "out", progress=False)

@@ -1,11 +1,8 @@
-"""The columnar scan path writes exactly what the record loop writes, and hands over every range it cannot
-vouch for.
+"""The columnar engine's parts against their references, and proof that it is taken on clean dumps.
 
-``scan`` is run twice over the same inputs -- columnar path on (the default) and off
-(``TRAJLAB_COLUMNAR=0``) -- and every table must be byte-identical: on the committed sample runs and on a
-directory of verl dumps where clean files sit next to every kind of damage the record loop reports.
-:func:`read_clean_segments` is checked case by case, and the column-wise turn split against
-:func:`split_turns` on generated outputs.
+:func:`read_clean_segments` is checked case by case against the record reader, and the column-wise turn split
+against :func:`split_turns` on generated outputs. The whole-scan comparison of the engines, table by table and
+byte for byte, is the differential harness in ``tests/test_scan_engines.py``.
 """
 
 from __future__ import annotations
@@ -17,102 +14,15 @@ from typing import Any
 
 import polars as pl
 import pytest
-from verl_lines import (
-    hermes_call,
-    hermes_prompt,
-    legacy_line,
-    output_of,
-    qwen35_prompt,
-    v1_line,
-    write_jsonl,
-    xml_call,
-)
+from scan_inputs import row
+from verl_lines import hermes_prompt, legacy_line, output_of
 
 from trajlab.ingest.fields import dumps_extra
 from trajlab.ingest.turns import split_turns, split_turns_frame
 from trajlab.ingest.verl_columnar import Segment, read_clean_segments
 from trajlab.ingest.verl_jsonl import to_trajectory
-from trajlab.scan import scan
-from trajlab.scan.columnar import ENV_SWITCH
-from trajlab.tables import SCAN_TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
-GOOD = xml_call("search_web", queries=["japan gdp 2024"])
-BAD = GOOD.replace("</parameter>", '</parameter v2="">')
-
-
-def both_ways(paths: list[Path], tmp: Path, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> dict[str, bytes]:
-    """Scan with the columnar path on and off; assert identical table bytes; return the tables."""
-    got = {}
-    for switch in ("1", "0"):
-        monkeypatch.setenv(ENV_SWITCH, switch)
-        out = tmp / f"out{switch}"
-        scan(paths, out, progress=False, jobs=1, incremental=False, **kw)
-        got[switch] = {n: (out / f"{n}.parquet").read_bytes() for n in SCAN_TABLES}
-    for name in SCAN_TABLES:
-        assert got["1"][name] == got["0"][name], name
-    return got["1"]
-
-
-def test_sample_runs_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    both_ways([ROOT / "sample_data"], tmp_path, monkeypatch)
-
-
-def row(step_no: int, i: int, **over: Any) -> dict[str, Any]:
-    """A V1 dump line of step ``step_no`` (``over`` replaces or adds fields)."""
-    out = output_of(["<think>\nlook it up\n</think>\n\n" + (BAD if i % 3 == 0 else GOOD), "Answer: 4."], ["r"])
-    base = v1_line(step_no, qwen35_prompt(f"q{i}"), out, 1.0, uid=f"u{step_no}", session=i)
-    return {**base, **over}
-
-
-def make_messy(root: Path) -> Path:
-    d = root / "rollout"
-    write_jsonl(d / "1.jsonl", [row(1, i) for i in range(6)])
-    write_jsonl(d / "2.jsonl", [row(2, i) for i in range(4)], tail=b'{"input": "sys", "outp')  # crashed writer
-    (d / "3.jsonl").write_bytes(b"".join(json.dumps(row(3, i)).encode() + b"\n\n" for i in range(2)))  # blank lines
-    write_jsonl(d / "4.jsonl", [row(4, 0), {**row(4, 1), "score": float("nan")}])  # NaN
-    write_jsonl(d / "5.jsonl", [row(5, 0, gts="7"), row(5, 1, gts=7), row(5, 2, gts=[1, 2])])  # mixed types
-    write_jsonl(d / "6.jsonl", [row(6, 0, acc=1.0), row(6, 1, acc=1), row(6, 2, acc=0.25)])  # int literal among floats
-    write_jsonl(d / "7.jsonl", [row(7, 0, ok=True, n=3, f=1e-05, s='q"\\\n\x01ü'), row(7, 1, ok=False, n=-2, f=0.1,
-                                                                                    s="")])  # every simple type
-    write_jsonl(d / "8.jsonl", [row(8, 0, uid="a_١_2"), row(8, 1, uid="plain"), row(8, 2, uid="x_1_2")])  # odd uids
-    (d / "9.jsonl").write_bytes(json.dumps(row(9, 0)).encode() + b"\r\n")  # CRLF
-    write_jsonl(d / "10.jsonl", [row(10, 0, output=5), {k: v for k, v in row(10, 1).items() if k != "score"}])
-    (d / "11.jsonl").write_bytes(json.dumps(row(11, 0)).encode()[:-1] + b', "z": "\\ud800"}\n')  # lone surrogate
-    write_jsonl(d / "12.jsonl", [{k: v for k, v in row(0, i).items() if k != "step"} for i in range(3)])  # no step
-    write_jsonl(d / "13.jsonl", [row(13, 0, uid="")])
-    write_jsonl(d / "14.jsonl", [row(14, 0, score=None), row(14, 1, score=True)])
-    write_jsonl(d / "15.jsonl", [row(15, 0, meta={"k": 1})])
-    write_jsonl(root / "legacy" / "20.jsonl", [legacy_line(20, hermes_prompt("q"), output_of(
-        [hermes_call("search_web", queries=["a"]), "done"], ["r"], "0.7"), 0.5, reward=1.0) for _ in range(3)])
-    # an output whose tool block never reaches the next turn's header, and a prompt without any tool format
-    write_jsonl(root / "odd" / "30.jsonl", [row(30, 0, output=GOOD + "\nuser\n<tool_response>\ncut off"),
-                                            row(30, 1, input="system\nplain chat\nuser\nhi\nassistant\n",
-                                                output=GOOD)])
-    return root
-
-
-def test_messy_dumps_identical_and_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = make_messy(tmp_path / "in")
-    both_ways([root], tmp_path, monkeypatch)
-    errs = pl.read_parquet(tmp_path / "out1" / "ingest_errors.parquet")
-    reasons = " | ".join(errs["reason"])
-    assert "truncated last line" in reasons and "blank line" in reasons and "not finite" in reasons
-    assert "missing field 'score'" in reasons and "'output' is int" in reasons
-    traj = pl.read_parquet(tmp_path / "out1" / "trajectories.parquet")
-    extra = dict(zip(traj["source_line"].cast(str) + "@" + traj["source_path"], traj["extra"], strict=True))
-    assert json.loads(extra["2@rollout/6.jsonl"])["acc"] == 1 and '"acc": 1,' in extra["2@rollout/6.jsonl"]
-    assert json.loads(extra["1@rollout/7.jsonl"])["s"] == 'q"\\\n\x01ü'
-
-
-def test_small_chunks_and_two_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ranges of one file and units of several files give the same tables as one unit."""
-    root = make_messy(tmp_path / "in")
-    a = both_ways([root], tmp_path / "a", monkeypatch)
-    monkeypatch.setenv(ENV_SWITCH, "1")
-    scan([root], tmp_path / "b", progress=False, jobs=2, incremental=False, chunk_bytes=3000)
-    for name in SCAN_TABLES:
-        assert (tmp_path / "b" / f"{name}.parquet").read_bytes() == a[name], name
 
 
 # -- read_clean_segments ---------------------------------------------------------------------------------
@@ -206,5 +116,5 @@ def test_columnar_path_is_taken_on_clean_dumps() -> None:
         files = sorted((ROOT / "sample_data" / run).glob("*.jsonl"))[:6]
         items = [(plan_tasks(p, p.name, "verl_jsonl")[0], p.read_bytes(), "0" * 40) for p in files]
         got = process_segments(items, ScanOptions())
-        assert got is not None and len(got) == len(files), run
+        assert not isinstance(got, str) and len(got) == len(files), run
         assert sum(t["trajectories"].num_rows for t in got) > 20 and all(t["calls"].num_rows for t in got)

@@ -126,6 +126,8 @@ def sample_turns() -> list[tuple[str, str, list[dict[str, Any]] | None]]:
                 if not hasattr(rec, "turns"):
                     continue
                 facts = prompt_facts(rec.input)
+                if facts.tool_format not in ("qwen3_coder", "hermes", "none"):
+                    continue  # the other families' runs have no vectorised path: the per-turn classifier reads them
                 tools = json.loads(facts.tools_json) if facts.tools_json else None
                 out += [(t.text, facts.tool_format, tools) for t in rec.turns if t.role == "assistant"]
     return out

@@ -28,6 +28,8 @@ _API = {
     "sql": "trajlab.query",
     "report": "trajlab.report",
     "show": "trajlab.show",
+    "watch": "trajlab.watch",
+    "WatchOptions": "trajlab.watch",
     "describe_tables": "trajlab.tables",
     "TrajlabError": "trajlab.errors",
 }

@@ -15,7 +15,7 @@ import typer
 from trajlab import __version__
 from trajlab.errors import TrajlabError
 
-COMMAND_MODULES = ("scan", "schema", "rules", "rescore", "sft_pool", "sql", "report", "show")
+COMMAND_MODULES = ("scan", "watch", "schema", "rules", "rescore", "sft_pool", "sql", "report", "show")
 
 app = typer.Typer(
     name="trajlab",

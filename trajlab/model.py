@@ -58,6 +58,7 @@ class RawTrajectory:
     tool_format_hint: str | None = None  # what the source says about the call format, if anything
     uid: str | None = None
     warnings: list[str] = field(default_factory=list)  # non-fatal notes (e.g. NaN score)
+    run: str = ""  # the training run (experiment) the record belongs to, from its file's directory
 
 
 @dataclass(slots=True)

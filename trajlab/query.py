@@ -51,27 +51,49 @@ HELPERS: tuple[Helper, ...] = (
         "malformed_by_step",
         "view",
         ("steps",),
-        "malformed-call rate per (split, step, category): one row for every step and every category seen, "
+        "malformed-call rate per (run, split, step, category): one row for every step and every category seen, "
         "rate = calls flagged with the category / calls at that step (0 when none were flagged)",
         """
         CREATE VIEW malformed_by_step AS
         WITH entries AS (
-            SELECT split, step, unnest(map_entries(category_counts)) AS e FROM steps
+            SELECT run, split, step, unnest(map_entries(category_counts)) AS e FROM steps
         ), flat AS (
-            SELECT split, step, e.key AS category, e.value AS n FROM entries
+            SELECT run, split, step, e.key AS category, e.value AS n FROM entries
         ), cats AS (
             SELECT DISTINCT category FROM flat
         )
-        SELECT s.split, s.step, c.category, s.calls,
+        SELECT s.run, s.split, s.step, c.category, s.calls,
                coalesce(f.n, 0)::BIGINT AS flagged_calls,
                CASE WHEN s.calls > 0 THEN coalesce(f.n, 0) / s.calls END AS rate
         FROM steps s CROSS JOIN cats c
         LEFT JOIN flat f
-          ON f.split = s.split AND f.step IS NOT DISTINCT FROM s.step AND f.category = c.category
-        ORDER BY s.split, s.step NULLS FIRST, c.category
+          ON f.run = s.run AND f.split = s.split AND f.step IS NOT DISTINCT FROM s.step AND f.category = c.category
+        ORDER BY s.run, s.split, s.step NULLS FIRST, c.category
         """,
-        "SELECT step, category, round(rate, 3) AS rate FROM malformed_by_step "
-        "WHERE split = 'train' AND rate > 0 ORDER BY step, category",
+        "SELECT run, step, category, round(rate, 3) AS rate FROM malformed_by_step "
+        "WHERE split = 'train' AND rate > 0 ORDER BY run, step, category",
+    ),
+    Helper(
+        "run_steps",
+        "view",
+        ("steps",),
+        "per (run, split, step): calls, malformed calls, the step's malformed-call rate, the rate pooled over "
+        "the run's last 3 steps (rolling_rate) and over all its steps so far (cumulative_rate), mean score; "
+        "steps of different runs side by side",
+        """
+        CREATE VIEW run_steps AS
+        SELECT run, split, step, trajectories, calls, malformed_calls, malformed_rate,
+               sum(malformed_calls) OVER w3 / nullif(sum(calls) OVER w3, 0) AS rolling_rate,
+               sum(malformed_calls) OVER wc / nullif(sum(calls) OVER wc, 0) AS cumulative_rate,
+               mean_score, final_answer_rate
+        FROM steps
+        WHERE step IS NOT NULL
+        WINDOW w3 AS (PARTITION BY run, split ORDER BY step ROWS BETWEEN 2 PRECEDING AND CURRENT ROW),
+               wc AS (PARTITION BY run, split ORDER BY step ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+        ORDER BY run, split, step
+        """,
+        "SELECT step, run, round(rolling_rate, 3) AS rate FROM run_steps WHERE split = 'train' AND step >= 80 "
+        "ORDER BY step, run",
     ),
     Helper(
         "finding_spans",
@@ -150,15 +172,15 @@ HELPERS: tuple[Helper, ...] = (
         "trajectories_at",
         "macro",
         ("trajectories",),
-        "table macro trajectories_at(step, split_name := NULL): the trajectories of one step "
-        "(summary columns, in dump order; split_name NULL means any split)",
+        "table macro trajectories_at(step, split_name := NULL, run_name := NULL): the trajectories of one step "
+        "(summary columns, in dump order; NULL means any split / any run)",
         """
-        CREATE MACRO trajectories_at(s, split_name := NULL) AS TABLE
-        SELECT trajectory_id, split, step, score, n_turns, n_calls, n_malformed_calls, has_final_answer,
+        CREATE MACRO trajectories_at(s, split_name := NULL, run_name := NULL) AS TABLE
+        SELECT trajectory_id, run, split, step, score, n_turns, n_calls, n_malformed_calls, has_final_answer,
                truncated, tool_format, source_path, source_line
         FROM trajectories
-        WHERE step = s AND (split_name IS NULL OR split = split_name)
-        ORDER BY split, source_path, source_line
+        WHERE step = s AND (split_name IS NULL OR split = split_name) AND (run_name IS NULL OR run = run_name)
+        ORDER BY run, split, source_path, source_line
         """,
         "SELECT trajectory_id, score, n_calls, n_malformed_calls FROM trajectories_at(120) "
         "WHERE n_malformed_calls > 0",

@@ -66,8 +66,9 @@ def _resolve_id(con: duckdb.DuckDBPyConnection, trajectory_id: str) -> str:
 
 
 def load(out: Path | str, trajectory_id: str | None = None, *, step: int | None = None,
-         index: int | None = None, split: str | None = None) -> Loaded:
-    """Read one trajectory with its turns, calls and findings (by id or id prefix, or by step and index)."""
+         index: int | None = None, split: str | None = None, run: str | None = None) -> Loaded:
+    """Read one trajectory with its turns, calls and findings (by id or id prefix, or by step and index;
+    ``run`` picks the run when several have that step)."""
     from trajlab.query import connect
 
     con = connect(out)
@@ -82,12 +83,23 @@ def load(out: Path | str, trajectory_id: str | None = None, *, step: int | None 
         else:
             if step is None:
                 raise TrajlabError("give a TRAJECTORY_ID, or --step S (and --index I)")
-            rows = _rows(con, "SELECT trajectory_id FROM trajectories_at(?, split_name := ?)", [step, split])
+            rows = _rows(con, "SELECT trajectory_id, run FROM trajectories_at(?, split_name := ?, run_name := ?)",
+                         [step, split, run])
+            runs = sorted({r["run"] for r in rows})
+            if len(runs) > 1:
+                raise TrajlabError(f"step {step} is in {len(runs)} runs: {', '.join(runs)}",
+                                   hint=f"pick one with --run, e.g. --run {runs[0]}")
+            if not rows and run is not None and not _rows(
+                    con, "SELECT 1 FROM trajectories WHERE run = ? LIMIT 1", [run]):
+                known = ", ".join(r["run"] for r in _rows(con, "SELECT DISTINCT run FROM trajectories ORDER BY run", []))
+                raise TrajlabError(f"no run {run!r}; the runs are: {known}")
             if not rows:
-                steps = _rows(con, "SELECT DISTINCT step FROM trajectories WHERE step IS NOT NULL ORDER BY step", [])
+                steps = _rows(con, "SELECT DISTINCT step FROM trajectories WHERE step IS NOT NULL "
+                                   "AND (? IS NULL OR run = ?) ORDER BY step", [run, run])
                 known = [r["step"] for r in steps]
                 near = ", ".join(str(s) for s in sorted(known, key=lambda s: abs(s - step))[:5])
                 raise TrajlabError(f"no trajectories at step {step}" + (f" (split {split})" if split else "")
+                                   + (f" in run {run}" if run else "")
                                    + (f"; nearest steps: {near}" if near else ""))
             idx = 0 if index is None else index
             if not -len(rows) <= idx < len(rows):
@@ -134,6 +146,8 @@ def _header(data: Loaded) -> RenderableType:
     calls_txt = f"{t.get('n_calls')} ({bad} malformed)"
     grid.add_row("trajectory", escape(str(t["trajectory_id"])), "source", escape(where))
     grid.add_row("step", f"{_fmt(t.get('step'))} · {escape(str(t.get('split')))}", "score", _fmt(t.get("score")))
+    if t.get("run") is not None:
+        grid.add_row("run", escape(str(t["run"])), "", "")
     grid.add_row("tool calls", f"[red]{calls_txt}[/]" if bad else calls_txt, "format",
                  escape(_fmt(t.get("tool_format"))))
     grid.add_row("final answer", _fmt(t.get("has_final_answer")), "truncated", _fmt(t.get("truncated")))
@@ -380,11 +394,12 @@ def token_renderables(out: Path | str, data: Loaded, *,
 def show(out: Path | str, trajectory_id: str | None = None, *, step: int | None = None,
          index: int | None = None, tokens: bool = False, console: Console | None = None,
          split: str | None = None, full: bool = False, prompt: bool = False,
-         checkpoints: list[str] | None = None) -> Loaded:
+         checkpoints: list[str] | None = None, run: str | None = None) -> Loaded:
     """Print one trajectory of the scan at ``out`` with rich and return what was shown.
 
     Pick it by ``trajectory_id`` (or a unique prefix of it), or by ``step`` and ``index`` (0-based position
-    among the trajectories of that step in dump order; negative counts from the end). ``tokens=True`` adds
+    among the trajectories of that step in dump order; negative counts from the end; ``run`` picks the run when
+    several runs have that step). ``tokens=True`` adds
     the per-token probabilities of each call's tokens from the rescore results (all checkpoints, or those
     named in ``checkpoints``); it raises :class:`TrajlabError` when there are none. ``full`` shows tool
     responses and the prompt unclipped; ``prompt`` shows the prompt.
@@ -396,7 +411,7 @@ def show(out: Path | str, trajectory_id: str | None = None, *, step: int | None 
     from trajlab.console import console as default_console
 
     con_out = console or default_console
-    data = load(out, trajectory_id, step=step, index=index, split=split)
+    data = load(out, trajectory_id, step=step, index=index, split=split, run=run)
     token_view = token_renderables(out, data, checkpoints=checkpoints) if tokens else None
     for part in render(data, full=full, prompt=prompt, token_view=token_view):
         con_out.print(part)

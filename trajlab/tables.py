@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 
 #: Bumped whenever a column is added, removed, renamed or changes type.
 #: 1.1: calls.verl_executes, calls.verl_function_name, calls.verl_arguments (verl's reading of each call).
-SCHEMA_VERSION = "1.1"
+#: 1.2: trajectories.run; steps one row per (run, split, step) (was per (split, step)).
+SCHEMA_VERSION = "1.2"
 
 PARQUET_COMPRESSION = "zstd"
 
@@ -68,15 +69,16 @@ TRAJECTORIES = TableSpec(
     "trajectories",
     "One row per trajectory (one dump line / record).",
     (
-        C("trajectory_id", STR, "stable id: hash of the source file name, the record index and the file's content (sha1)", False),
-        C("source_path", STR, "input file, relative to the scanned root when possible", False),
+        C("trajectory_id", STR, "stable id: hash of source_path, the record index and the file's content (sha1)", False),
+        C("source_path", STR, "input file, relative to the scanned root (several roots: prefixed with the root's name)", False),
         C("source_line", I64, "1-based line (JSONL) or record index (JSON list / Parquet)", False),
         C("source_format", STR, "verl_jsonl | verl_tool_json | openai_messages", False),
+        C("run", STR, "training run (experiment): the file's directory, split dir folded, or --run NAME", False),
         C("split", STR, "train | val", False),
         C("step", I64, "training step (from the record, else from the file name)"),
         C("group_id", STR, "GRPO prompt group: uid prefix (verl V1) or a hash of the prompt", False),
         C("score", F64, "reward as dumped (null when missing or not a number)"),
-        C("tool_format", STR, "call format used for classification: qwen3_coder | hermes | none"),
+        C("tool_format", STR, "call format used for classification: qwen3_coder | hermes | glm45 | glm47 | kimi_k2 | deepseek_v31 | gpt_oss | none"),
         C("n_turns", I32, "number of turns (assistant + tool) in the output", False),
         C("n_calls", I32, "tool calls found in assistant turns", False),
         C("n_malformed_calls", I32, "calls with status malformed", False),
@@ -115,7 +117,7 @@ CALLS = TableSpec(
         C("call_index", I32, "0-based position of the call within its turn", False),
         C("step", I64, "copied from trajectories for convenience"),
         C("split", STR, "copied from trajectories for convenience"),
-        C("format", STR, "qwen3_coder | hermes | foreign", False),
+        C("format", STR, "the markup the call is written in: a call format (qwen3_coder, hermes, glm45, ...) or foreign", False),
         C("raw", STR, "the call's text exactly as generated", False),
         C("char_start", I64, "offset into trajectories.output", False),
         C("char_end", I64, "end offset (exclusive)", False),
@@ -157,8 +159,9 @@ FINDINGS = TableSpec(
 
 STEPS = TableSpec(
     "steps",
-    "Aggregates per (split, step).",
+    "Aggregates per (run, split, step).",
     (
+        C("run", STR, "training run (see trajectories.run)", False),
         C("split", STR, "", False),
         C("step", I64, "null when the step is unknown"),
         C("trajectories", I64, "", False),
@@ -170,7 +173,7 @@ STEPS = TableSpec(
         C("final_answer_rate", F64, "share of trajectories whose last assistant turn has no call", False),
         C("category_counts", pa.map_(STR, I64), "calls per category (a call counts once per category)", False),
     ),
-    ("split", "step"),
+    ("run", "split", "step"),
 )
 
 INGEST_ERRORS = TableSpec(

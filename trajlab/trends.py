@@ -1,6 +1,7 @@
-"""Per-step aggregates and the early-warning statistic for the malformed-call rate.
+"""Per-step aggregates per run and the early-warning statistic for the malformed-call rate.
 
-Early warning (trajlab's own, documented definition): for the ``train`` split (or the split with the most
+Everything here is per *run* (one experiment, :mod:`trajlab.ingest.runs`): step 84 of one run and step 84 of
+another are never pooled. Early warning (trajlab's own, documented definition), for each run: for the ``train`` split (or the split with the most
 steps), walk the steps in order. At step *t*, the *baseline* is the pooled malformed-call rate of every
 earlier step, ``p0 = (m_<t + 0.5) / (c_<t + 1)`` (Jeffreys-style so a clean baseline is not zero). The
 *window* is step *t* and the next ``window - 1`` steps (default 3). Step *t* is flagged when, with at least
@@ -28,12 +29,21 @@ EW_DEFAULTS = {"window": 3, "alpha": 1e-3, "ratio": 2.0, "min_baseline_steps": 5
 
 
 def steps_table(out: Path | str) -> pa.Table:
-    """Aggregate ``trajectories`` and ``calls`` of a scan directory per (split, step)."""
+    """Aggregate ``trajectories`` and ``calls`` of a scan directory per (run, split, step)."""
+    import polars as pl
+
+    return to_table(STEPS, aggregate_steps(pl.scan_parquet(table_path(out, "trajectories")),
+                                           pl.scan_parquet(table_path(out, "calls"))))
+
+
+def aggregate_steps(traj_lf: Any, calls_lf: Any) -> list[dict[str, Any]]:
+    """The ``steps`` rows (sorted by run, split, step) of ``trajectories`` and ``calls`` rows given as polars
+    LazyFrames (a scan's tables, or the parts of one range while watching)."""
     import polars as pl
 
     traj = (
-        pl.scan_parquet(table_path(out, "trajectories"))
-        .group_by(["split", "step"])
+        traj_lf
+        .group_by(["run", "split", "step"])
         .agg(
             pl.len().cast(pl.Int64).alias("trajectories"),
             pl.col("n_calls").sum().cast(pl.Int64).alias("calls"),
@@ -45,21 +55,22 @@ def steps_table(out: Path | str) -> pa.Table:
         .collect()
     )
     cats = (
-        pl.scan_parquet(table_path(out, "calls"))
+        calls_lf
         .filter(pl.col("status") == "malformed")
-        .select("split", "step", pl.col("categories").alias("category"))
+        .select("trajectory_id", "split", "step", pl.col("categories").alias("category"))
+        .join(traj_lf.select("trajectory_id", "run"), on="trajectory_id", how="left")
         .explode("category")
         .drop_nulls("category")
-        .group_by(["split", "step", "category"])
+        .group_by(["run", "split", "step", "category"])
         .agg(pl.len().cast(pl.Int64).alias("n"))
-        .sort(["split", "step", "category"])
+        .sort(["run", "split", "step", "category"])
         .collect()
     )
-    by_key: dict[tuple[str, Any], list[tuple[str, int]]] = {}
-    for split, step, cat, n in cats.iter_rows():
-        by_key.setdefault((split, step), []).append((cat, n))
+    by_key: dict[tuple[str, str, Any], list[tuple[str, int]]] = {}
+    for run, split, step, cat, n in cats.iter_rows():
+        by_key.setdefault((run, split, step), []).append((cat, n))
     rows = []
-    for r in traj.sort(["split", "step"], nulls_last=False).iter_rows(named=True):
+    for r in traj.sort(["run", "split", "step"], nulls_last=False).iter_rows(named=True):
         calls = r["calls"] or 0
         rows.append(
             {
@@ -68,10 +79,10 @@ def steps_table(out: Path | str) -> pa.Table:
                 "malformed_calls": r["malformed_calls"] or 0,
                 "malformed_rate": (r["malformed_calls"] / calls) if calls else None,
                 "final_answer_rate": r["final_answer_rate"] or 0.0,
-                "category_counts": by_key.get((r["split"], r["step"]), []),
+                "category_counts": by_key.get((r["run"], r["split"], r["step"]), []),
             }
         )
-    return to_table(STEPS, rows)
+    return rows
 
 
 def _binom_sf(k: int, n: int, p: float) -> float:
@@ -99,20 +110,26 @@ def early_warning(
     steps: pa.Table | list[dict[str, Any]],
     *,
     split: str | None = None,
+    run: str | None = None,
     window: int = EW_DEFAULTS["window"],
     alpha: float = EW_DEFAULTS["alpha"],
     ratio: float = EW_DEFAULTS["ratio"],
     min_baseline_steps: int = EW_DEFAULTS["min_baseline_steps"],
 ) -> dict[str, Any] | None:
-    """The first step where the malformed-call rate rises significantly above its earlier baseline.
+    """The first step where the malformed-call rate of one run rises significantly above its earlier baseline.
 
+    ``run`` picks the run's rows (rows without a ``run`` key belong to every run); with ``run=None`` the rows
+    must be those of one run -- use :func:`run_warnings` for a table of several runs.
     Returns ``None`` when no step qualifies, else a dict with ``split``, ``step``, ``baseline_rate``,
     ``window_rate``, ``p_value``, ``window`` and a one-line ``statistic`` description.
     """
     rows = steps.to_pylist() if isinstance(steps, pa.Table) else list(steps)
-    rows = [r for r in rows if r.get("step") is not None]
+    rows = [r for r in rows if r.get("step") is not None and (run is None or r.get("run", run) == run)]
     if not rows:
         return None
+    runs_seen = {r.get("run") for r in rows}
+    if len(runs_seen) > 1:
+        raise ValueError(f"early_warning got the steps of {len(runs_seen)} runs; pass run= or use run_warnings()")
     if split is None:
         counts: dict[str, int] = {}
         for r in rows:
@@ -149,9 +166,115 @@ def early_warning(
     return None
 
 
-def category_steps(out: Path | str) -> dict[tuple[str, int], dict[str, int]]:
-    """``{(split, step): {category: malformed calls}}`` read back from the ``steps`` table."""
+def run_names(steps: pa.Table | list[dict[str, Any]]) -> list[str]:
+    """The runs of a steps table, sorted."""
+    rows = steps.to_pylist() if isinstance(steps, pa.Table) else steps
+    return sorted({r.get("run") or "" for r in rows})
+
+
+def run_warnings(steps: pa.Table | list[dict[str, Any]], **kwargs: Any) -> dict[str, dict[str, Any] | None]:
+    """:func:`early_warning` of every run in ``steps``: ``{run: warning or None}`` (runs sorted)."""
+    rows = steps.to_pylist() if isinstance(steps, pa.Table) else list(steps)
+    return {run: early_warning([r for r in rows if (r.get("run") or "") == run], **kwargs) for run in run_names(rows)}
+
+
+def first_warning(warnings: dict[str, dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The earliest (by step, then run name) of several runs' warnings, with its ``run`` added when there are
+    several runs (one run: the warning exactly as :func:`early_warning` gives it), or None."""
+    got = sorted(((w["step"], run) for run, w in warnings.items() if w))
+    if not got:
+        return None
+    run = got[0][1]
+    return {**warnings[run], "run": run} if len(warnings) > 1 else warnings[run]
+
+
+def recent_rate(steps: list[dict[str, Any]], window: int, *, run: str | None = None,
+                split: str = "train") -> float | None:
+    """Malformed-call rate pooled over the last ``window`` steps of ``split`` of ``run`` (``split`` falls back
+    to any split when the run has none of it; ``run=None``: rows of one run)."""
+    rows = [s for s in steps if s["step"] is not None and (run is None or s.get("run") == run)]
+    rows = [s for s in rows if s["split"] == split] or rows
+    rows = sorted(rows, key=lambda s: s["step"])[-window:] if window > 0 else rows
+    calls = sum(s["calls"] for s in rows)
+    return (sum(s["malformed_calls"] for s in rows) / calls) if calls else None
+
+
+def category_steps(out: Path | str) -> dict[tuple[str, str, int], dict[str, int]]:
+    """``{(run, split, step): {category: malformed calls}}`` read back from the ``steps`` table."""
     import pyarrow.parquet as pq
 
-    t = pq.read_table(table_path(out, "steps"), columns=["split", "step", "category_counts"])
-    return {(r["split"], r["step"]): dict(r["category_counts"]) for r in t.to_pylist()}
+    t = pq.read_table(table_path(out, "steps"), columns=["run", "split", "step", "category_counts"])
+    return {(r["run"], r["split"], r["step"]): dict(r["category_counts"]) for r in t.to_pylist()}
+
+
+def _pooled(rows: list[dict[str, Any]]) -> float | None:
+    calls = sum(r["calls"] for r in rows)
+    return sum(r["malformed_calls"] for r in rows) / calls if calls else None
+
+
+def _mean_score(rows: list[dict[str, Any]]) -> float | None:
+    got = [(r["mean_score"], r["trajectories"]) for r in rows if r.get("mean_score") is not None]
+    n = sum(w for _, w in got)
+    return sum(v * w for v, w in got) / n if n else None
+
+
+def run_summaries(steps: pa.Table, warnings: dict[str, dict[str, Any] | None] | None = None,
+                  *, top: int = 3) -> list[dict[str, Any]]:
+    """One comparison row per run (runs sorted): totals, steps covered, malformed rate and mean score over the
+    first and the last quarter of its steps (``early``/``late``; at least one step each), its early warning and
+    its top categories, from the scan's ``steps`` table.
+    """
+    rows = steps.to_pylist()
+    warnings = warnings if warnings is not None else run_warnings(steps)
+    result = []
+    for run in run_names(rows):
+        rr = [r for r in rows if r["run"] == run]
+        stepped = [r for r in rr if r["step"] is not None]
+        counts: dict[str, int] = {}
+        main_split = "train" if any(r["split"] == "train" for r in stepped) else (
+            max({r["split"] for r in stepped}, key=lambda s: sum(1 for r in stepped if r["split"] == s))
+            if stepped else None)
+        seq = sorted((r for r in stepped if r["split"] == main_split), key=lambda r: r["step"])
+        q = max(1, len(seq) // 4)
+        early, late = seq[:q], seq[-q:]
+        for r in rr:
+            for k, v in (r["category_counts"] or []):
+                counts[k] = counts.get(k, 0) + v
+        calls = sum(r["calls"] for r in rr)
+        bad = sum(r["malformed_calls"] for r in rr)
+        n_traj = sum(r["trajectories"] for r in rr)
+        result.append({
+            "run": run,
+            "trajectories": n_traj,
+            "calls": calls,
+            "malformed_calls": bad,
+            "malformed_rate": bad / calls if calls else None,
+            "split": main_split,
+            "steps": len(seq),
+            "first_step": seq[0]["step"] if seq else None,
+            "last_step": seq[-1]["step"] if seq else None,
+            "early_steps": [early[0]["step"], early[-1]["step"]] if seq else None,
+            "late_steps": [late[0]["step"], late[-1]["step"]] if seq else None,
+            "early_rate": _pooled(early) if seq else None,
+            "late_rate": _pooled(late) if seq else None,
+            "early_score": _mean_score(early) if seq else None,
+            "late_score": _mean_score(late) if seq else None,
+            "mean_score": _mean_score(rr),
+            "early_warning": warnings.get(run),
+            "top_categories": [{"category": k, "calls": v}
+                               for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]],
+        })
+    return result
+
+
+def tripped_runs(steps: list[dict[str, Any]], threshold: float, window: int,
+                 split: str = "train") -> list[dict[str, Any]]:
+    """``--fail-above``: every run whose malformed-call rate over its last ``window`` steps (see
+    :func:`recent_rate`) exceeds ``threshold``, as ``{"run", "rate", "last_step"}`` (runs sorted)."""
+    out = []
+    for run in run_names(steps):
+        rate = recent_rate(steps, window, run=run, split=split)
+        if rate is not None and rate > threshold:
+            last = max((s["step"] for s in steps if s.get("run") == run and s["step"] is not None), default=None)
+            out.append({"run": run, "rate": rate, "last_step": last})
+    return out

@@ -23,10 +23,13 @@ def register(app: typer.Typer) -> None:
         window: int | None = typer.Option(None, "--window", show_default=False,
                                           help="Steps pooled by the chart lines (default: enough for ~50 tool "
                                                "calls; 1: every step on its own)."),
+        run: str | None = typer.Option(None, "--run", show_default=False,
+                                       help="Run shown by the per-step sections when the scan holds several "
+                                            "(default: the largest run with an early warning)."),
     ) -> None:
         """Write one self-contained HTML report (opens offline: inline SVG charts, no CDN).
 
-        It shows the run overview (trajectories, calls, malformed rate, final-answer rate, score over steps), the malformed-call rate per step by category with the early-warning step marked, the top garbled function names and their nearest tools, one example per category with the offending span highlighted next to its repair and, when `trajlab rescore` ran, the spike rates per checkpoint and the control tokens that moved most.
+        It shows the run overview (trajectories, calls, malformed rate, final-answer rate, score over steps), the malformed-call rate per step by category with the early-warning step marked, the top garbled function names and their nearest tools, one example per category with the offending span highlighted next to its repair and, when `trajlab rescore` ran, the spike rates per checkpoint and the control tokens that moved most. With several runs in the scan, the runs are compared first (a row per run, every run's malformed-call rate and mean score on one step axis, categories by run).
 
         Example:
 
@@ -38,6 +41,6 @@ def register(app: typer.Typer) -> None:
         from trajlab.report import report
 
         path = report(out, output, title=title, split=split, max_categories=max_categories, top_names=top_names,
-                      examples_per_category=examples, window=window)
+                      examples_per_category=examples, window=window, run=run)
         size = path.stat().st_size
         console.print(f"wrote [bold]{escape(str(path))}[/] ({size / 1024:.0f} KiB)", highlight=False)

@@ -49,6 +49,14 @@ def list_cmd(
             t.add_row(*(Text(str(v)) for v in (it["id"], it["severity"], "yes" if it["repairable"] else "-",
                                                it["description"], it["source"])))
     console.print(t)
+    f = Table(title="call formats (--tool-format)", title_justify="left")
+    f.add_column("format", no_wrap=True)
+    f.add_column("models", overflow="fold")
+    f.add_column("call", overflow="fold", ratio=1)
+    for it in items:
+        if it["kind"] == "format":
+            f.add_row(it["id"], it["family"], it["description"])
+    console.print(f)
     regex = [it for it in items if it["kind"] == "regex"]
     if regex:
         r = Table(title="user regex rules", title_justify="left")
@@ -66,7 +74,7 @@ def list_cmd(
 def check_cmd(
     snippet: str = typer.Argument(..., metavar="TEXT|FILE", help="Model output to classify: the text itself, a file holding it, or - for stdin."),
     tools: Path | None = typer.Option(None, "--tools", help="Tool schemas (JSON list of OpenAI tools, or verl tool-config YAML): enables the schema checks."),
-    tool_format: str = typer.Option("auto", "--tool-format", help="Call format: auto (detect from the text), qwen3_coder, hermes."),
+    tool_format: str = typer.Option("auto", "--tool-format", help="Call format: auto (detect from the text), qwen3_coder, hermes, glm45, glm47, kimi_k2, deepseek_v31, gpt_oss."),
     rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory (repeatable)."),
     no_suffix: bool = typer.Option(False, "--no-suffix", help="The prompt forbids text after the call (Qwen3-Coder/3.5/3.6 'ONLY reply ... with NO suffix')."),
     raw: bool = typer.Option(False, "--raw", help="Take TEXT literally (by default a one-line TEXT has its \\n, \\t, \\\" escapes undone)."),

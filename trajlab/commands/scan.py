@@ -11,11 +11,11 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("scan")
     def scan_cmd(
-        paths: list[Path] = typer.Argument(..., help="Dump files or directories (walked recursively)."),
+        paths: list[Path] = typer.Argument(None, help="Dump files or directories (walked recursively)."),
         out: Path = typer.Option(..., "-o", "--out", help="Output directory for the tables."),
         tools: Path | None = typer.Option(None, "--tools", help="Tool schemas: JSON list of OpenAI tools, or verl tool-config YAML. Overrides the prompt's."),
         input_format: str = typer.Option("auto", "--format", help="Input format: auto, verl_jsonl, verl_tool_json, openai_messages."),
-        tool_format: str = typer.Option("auto", "--tool-format", help="Tool-call format: auto, qwen3_coder, hermes."),
+        tool_format: str = typer.Option("auto", "--tool-format", help="Tool-call format: auto, qwen3_coder, hermes, glm45, glm47, kimi_k2, deepseek_v31, gpt_oss."),
         rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory (repeatable)."),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes (0 = one per CPU)."),
         strict: bool = typer.Option(False, "--strict", help="Exit 2 if any record could not be read."),
@@ -24,21 +24,31 @@ def register(app: typer.Typer) -> None:
         window: int = typer.Option(10, "--window", help="Steps considered by --fail-above."),
         full: bool = typer.Option(False, "--full", help="Re-scan every file (ignore parts of unchanged files)."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+        engine: str | None = typer.Option(None, "--engine", help="auto, columnar or records (default: $TRAJLAB_ENGINE, else auto). Same tables either way; the manifest records which engine read each file."),
+        run: list[str] = typer.Option([], "--run", help="NAME=PATH: the files under PATH form run NAME (repeatable; PATH is scanned too)."),
     ) -> None:
         """Scan rollout dumps: classify every tool call and write Parquet tables into OUT.
 
-        Example: trajlab scan sample_data/qwen35_xml_run -o out --fail-above 0.2 --window 10
+        Each directory of step files is a run (experiment); the summary, early warning and --fail-above are
+        per run. Example: trajlab scan sample_data/qwen35_xml_run -o out --fail-above 0.2 --window 10
         """
         from trajlab.console import console, warn
+        from trajlab.errors import InputError
+        from trajlab.ingest.runs import parse_run_specs
         from trajlab.options import check_min, check_rate
         from trajlab.scan import scan
+        from trajlab.trends import tripped_runs
+
+        named = parse_run_specs(run)
+        if not paths and not named:
+            raise InputError("nothing to scan", hint="give a directory of dumps, e.g. trajlab scan outputs/ -o out")
 
         check_rate(fail_above, "--fail-above")
         check_min(window, 1, "--window")
         check_min(jobs, 0, "--jobs")
 
         summary = scan(
-            paths,
+            paths or [],
             out,
             tools=tools,
             input_format=input_format,
@@ -48,9 +58,15 @@ def register(app: typer.Typer) -> None:
             strict=False,
             incremental=not full,
             progress=not no_progress and not as_json,
+            engine=engine,
+            runs=named,
         )
+        tripped = tripped_runs(summary.steps, fail_above, window) if fail_above is not None else []
         if as_json:
-            typer.echo(json.dumps(summary.to_dict(), indent=2, default=str))
+            d = summary.to_dict()
+            if fail_above is not None:
+                d["fail_above"] = {"threshold": fail_above, "window": window, "tripped": tripped}
+            typer.echo(json.dumps(d, indent=2, default=str))
         else:
             from trajlab.scan.view import print_summary
             from trajlab.trends import category_steps
@@ -59,18 +75,15 @@ def register(app: typer.Typer) -> None:
                 warn(ex)
             print_summary(summary, console, category_steps(out))
         if strict and summary.ingest_errors:
-            from trajlab.errors import InputError
-
             raise InputError(f"--strict: {summary.ingest_errors} ingest error(s); see {out}/ingest_errors.parquet")
-        if fail_above is not None:
-            rate = summary.recent_rate(window)
-            if rate is None:  # the breaker fails closed: nothing to judge is not a pass
-                from trajlab.errors import InputError
-
-                raise InputError(
-                    f"--fail-above: no tool calls with a step to judge ({summary.trajectories} trajectories, "
-                    f"{summary.ingest_errors} ingest errors); the check cannot pass",
-                    hint=f"check the input paths and {out}/ingest_errors.parquet")
-            if rate > fail_above:
-                warn(f"malformed-call rate over the last {window} steps is {rate:.1%} > --fail-above {fail_above:.1%}")
-                raise typer.Exit(3)
+        if fail_above is not None and summary.recent_rate(window) is None:
+            # the breaker fails closed: nothing to judge is not a pass
+            raise InputError(
+                f"--fail-above: no tool calls with a step to judge ({summary.trajectories} trajectories, "
+                f"{summary.ingest_errors} ingest errors); the check cannot pass",
+                hint=f"check the input paths and {out}/ingest_errors.parquet")
+        if tripped:
+            for t in tripped:
+                who = f"run {t['run']}: " if len(summary.runs) > 1 else ""
+                warn(f"{who}malformed-call rate over the last {window} steps is {t['rate']:.1%} > --fail-above {fail_above:.1%}")
+            raise typer.Exit(3)

@@ -29,10 +29,15 @@ def register(app: typer.Typer) -> None:
         style: str = typer.Option("messages", "--style", help="messages (verl MultiTurnSFTDataset) | prompt-response (verl SFTDataset) | openai."),
         ood_eval: bool = typer.Option(False, "--ood-eval", help="Also write ood_eval.parquet: held-back prompts with renamed tools / the other call format."),
         ood_prompts: int = typer.Option(32, "--ood-prompts", help="At most N prompts in the OOD set (3 variants each)."),
+        ood_format: str = typer.Option(
+            "auto", "--ood-format",
+            help="Call format of the reformatted OOD variants: auto (the other Qwen format) or any of qwen3_coder, hermes, glm45, glm47, kimi_k2, deepseek_v31, gpt_oss.",
+        ),
         source_split: list[str] = typer.Option(
             ["train"], "--source-split", help="Dump split(s) samples come from (repeatable); train by default, so RL validation prompts stay out.",
         ),
         seed: int = typer.Option(0, "--seed", help="Seed of every choice (same input + seed = same bytes)."),
+        run: list[str] = typer.Option([], "--run", help="Only samples from this run (repeatable; default: every run)."),
         rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory with its own hints.yaml (repeatable)."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of a table."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
@@ -59,9 +64,11 @@ def register(app: typer.Typer) -> None:
             style=style,
             ood_eval=ood_eval,
             ood_prompts=ood_prompts,
+            ood_format=ood_format,
             seed=seed,
             rules_dirs=[str(r) for r in rules],
             source_splits=source_split,
+            runs=run,
             progress=not no_progress and not as_json,
         )
         if as_json:

@@ -21,6 +21,8 @@ def register(app: typer.Typer) -> None:
                                               "negative counts from the end)."),
         split: str | None = typer.Option(None, "--split", show_default=False,
                                          help="With --step: only this split (train or val)."),
+        run: str | None = typer.Option(None, "--run", show_default=False,
+                                       help="With --step: the run (needed when several runs have that step)."),
         tokens: bool = typer.Option(False, "--tokens",
                                     help="Show the per-token probabilities of the call tokens from the rescore results."),
         checkpoint: list[str] = typer.Option([], "--checkpoint", "-c", show_default=False,
@@ -36,9 +38,11 @@ def register(app: typer.Typer) -> None:
 
           trajlab show out --step 120 --index 3
 
+          trajlab show out --step 90 --run qwen35_xml_sft_run
+
           trajlab show out 3f9c2a --tokens
         """
         from trajlab.show import show
 
         show(out, trajectory_id, step=step, index=index, split=split, tokens=tokens,
-             checkpoints=checkpoint or None, prompt=prompt, full=full)
+             checkpoints=checkpoint or None, prompt=prompt, full=full, run=run)

@@ -25,7 +25,7 @@ from trajlab.curate.options import (
     make_options,
 )
 from trajlab.curate.samples import KINDS, Sample
-from trajlab.curate.scan_tables import ScanTables, open_scan, parse_tools
+from trajlab.curate.scan_tables import ScanTables, open_scan, parse_tools, restrict_runs
 from trajlab.curate.select_positive import score_flags, select_positives
 from trajlab.curate.summary import PoolSummary
 from trajlab.curate.writers import write_samples
@@ -198,6 +198,8 @@ def build_sft_pool(
     progress: bool = True,
     source_splits: Sequence[str] = ("train",),
     ood_prompts: int = DEFAULT_OOD_PROMPTS,
+    ood_format: str | None = None,
+    runs: Sequence[str] = (),
 ) -> PoolSummary:
     """Build the interleaved-SFT pool from the tables of a scan.
 
@@ -218,6 +220,9 @@ def build_sft_pool(
         progress: show progress bars on stderr.
         source_splits: which dumps samples come from (``train`` by default, so RL validation prompts stay out).
         ood_prompts: at most this many prompts in the OOD set (each gives three variants).
+        ood_format: the call format of the ``reformatted`` OOD variants (any of ``KNOWN_FORMATS``; default: the
+            source format's ``other_format`` in ``hints.yaml``).
+        runs: only the trajectories of these runs (``trajectories.run``) become samples (default: every run).
 
     Returns:
         A :class:`PoolSummary`. Raises :class:`TrajlabError` for a missing/incomplete scan, bad options, or a
@@ -227,12 +232,13 @@ def build_sft_pool(
         ratio=ratio, min_score=min_score, per_group=per_group, tokenizer=tokenizer, max_tokens=max_tokens,
         val_fraction=val_fraction, max_samples=max_samples, style=style, ood_eval=ood_eval,
         ood_prompts=ood_prompts, seed=seed, rules_dirs=tuple(str(d) for d in rules_dirs),
-        source_splits=tuple(source_splits),
+        source_splits=tuple(source_splits), ood_format=ood_format, runs=tuple(runs),
     )
     scan_dir = Path(scan_dir)
     pool = Path(out) if out is not None else scan_dir / "sft_pool"
     tables = open_scan(scan_dir)
     check_out_dir(pool, kind="sft_pool")  # refuse a user's directory before the work, write nothing yet
+    restrict_runs(tables, opts.runs)
     present = sorted(set(tables.light["split"].to_list()))
     if not tables.light.filter(pl.col("split").is_in(list(opts.source_splits))).height:
         raise TrajlabError(
@@ -307,7 +313,8 @@ def build_sft_pool(
             write()
         ood_info = None
         if opts.ood_eval:
-            rows, ood_stats = build_ood_rows(_ood_sources(tables, every, val_keys), rules, opts.seed, opts.ood_prompts)
+            rows, ood_stats = build_ood_rows(_ood_sources(tables, every, val_keys), rules, opts.seed, opts.ood_prompts,
+                                           opts.ood_format)
             write_table(OOD_SPEC, rows, pool / "ood_eval.parquet")
             files["ood_eval.parquet"] = len(rows)
             ood_info = {"rows": len(rows), **ood_stats}
@@ -348,6 +355,7 @@ def build_sft_pool(
             "seed": opts.seed,
             "rules_dirs": list(opts.rules_dirs),
             "source_splits": list(opts.source_splits),
+            "runs": list(opts.runs),
         },
         "score_rule": opts.score_rule.describe(),
         "feedback_role": rules.feedback_role,

@@ -53,6 +53,7 @@ class HintRules:
     hint_low_score: str
     hint_by_category: dict[str, str]
     ood: dict[str, Any] = field(default_factory=dict)
+    hint_by_format: dict[str, dict[str, str]] = field(default_factory=dict)  # format -> category -> template
     taxonomy: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def call_template(self, tool_format: str | None, tools: Iterable[dict[str, Any]] | None, name: str | None = None) -> str:
@@ -81,7 +82,8 @@ class HintRules:
         if category == LOW_SCORE:
             tpl = self.hint_low_score
         else:
-            tpl = self.hint_by_category.get(category, self.hint_default)
+            own = self.hint_by_format.get(str(params.get("tool_format") or "")) or {}
+            tpl = own.get(category) or self.hint_by_category.get(category, self.hint_default)
         return fill(tpl, params).strip()
 
 
@@ -123,8 +125,17 @@ def load_hint_rules(rules_dirs: tuple[str, ...] = ()) -> HintRules:
         hint_low_score=_str(hints, "low_score", "hints."),
         hint_by_category={str(k): str(v) for k, v in by_cat.items()},
         ood=data.get("ood") or {},
+        hint_by_format=_by_format(hints.get("by_format")),
         taxonomy=_taxonomy(rules_dirs),
     )
+
+
+def _by_format(spec: Any) -> dict[str, dict[str, str]]:
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict) or not all(isinstance(v, dict) for v in spec.values()):
+        raise TrajlabError("hints.yaml: `hints.by_format` must map each format to {category: template}")
+    return {str(f): {str(k): str(v) for k, v in cats.items()} for f, cats in spec.items()}
 
 
 def _taxonomy(rules_dirs: tuple[str, ...]) -> dict[str, dict[str, Any]]:

@@ -6,7 +6,8 @@ in three variants:
 
 * ``renamed``: every declared tool gets a new name (``rules/hints.yaml`` ``ood.renames``, else its snake_case
   words reversed: ``search_web`` → ``web_search``), same call format;
-* ``reformatted``: same names, the tool block re-rendered for the other format (``qwen3_coder`` ↔ ``hermes``);
+* ``reformatted``: same names, the tool block re-rendered for the other format (``qwen3_coder`` ↔ ``hermes``, or
+  any family with ``--ood-format``: glm45, glm47, kimi_k2, deepseek_v31, gpt_oss);
 * ``renamed+reformatted``: both.
 
 The system prompt keeps its own text; only its tool block (``# Tools`` header, ``<tools>`` list and the format
@@ -135,6 +136,41 @@ def _tool_lines(tools: list[dict[str, Any]]) -> str:
     )
 
 
+def _tool_sections(tools: list[dict[str, Any]]) -> str:
+    """DeepSeek-V3.1's tool block body: one ``### NAME`` section per tool (the model card's layout)."""
+    return "".join(f"### {t['name']}\nDescription: {t.get('description') or ''}\n\nParameters: "
+                   f"{json.dumps(t.get('parameters') or {}, ensure_ascii=False)}\n\n" for t in tools)
+
+
+def _ts_type(prop: Any) -> str:
+    if not isinstance(prop, dict):
+        return "any"
+    if isinstance(prop.get("enum"), list) and prop["enum"]:
+        return " | ".join(json.dumps(v, ensure_ascii=False) for v in prop["enum"])
+    t = prop.get("type")
+    if t == "array":
+        return _ts_type(prop.get("items") or {}) + "[]"
+    return {"string": "string", "integer": "number", "number": "number", "boolean": "boolean",
+            "object": "object"}.get(str(t), "any")
+
+
+def _tool_typescript(tools: list[dict[str, Any]]) -> str:
+    """harmony's TypeScript rendering of the tools (the gpt-oss chat template's ``namespace functions`` body)."""
+    out = []
+    for t in tools:
+        params = t.get("parameters") or {}
+        props = params.get("properties") or {}
+        req = set(params.get("required") or [])
+        head = f"// {t.get('description')}\n" if t.get("description") else ""
+        if not props:
+            out.append(f"{head}type {t['name']} = () => any;\n")
+            continue
+        body = "".join((f"// {p['description']}\n" if isinstance(p, dict) and p.get("description") else "")
+                       + f"{k}{'' if k in req else '?'}: {_ts_type(p)},\n" for k, p in props.items())
+        out.append(f"{head}type {t['name']} = (_: {{\n{body}}}) => any;\n")
+    return "\n".join(out)
+
+
 def render_system(rules: HintRules, own_text: str, tools: list[dict[str, Any]], fmt: str) -> str | None:
     blocks = (rules.ood or {}).get("tool_blocks") or {}
     tpl = blocks.get(fmt)
@@ -145,6 +181,9 @@ def render_system(rules: HintRules, own_text: str, tools: list[dict[str, Any]], 
         tpl,
         {
             "tool_lines": _tool_lines(tools),
+            "tool_array": json.dumps([{"type": "function", "function": _ordered(t)} for t in tools], ensure_ascii=False),
+            "tool_sections": _tool_sections(tools),
+            "tool_typescript": _tool_typescript(tools),
             "system": own,
             "system_block": own + "\n\n" if own else "",
             "system_suffix": "\n\n" + own if own else "",
@@ -179,8 +218,13 @@ def _reference(src: OodSource, mapping: dict[str, str], fmt: str) -> str | None:
     return "".join(pieces)
 
 
-def build_ood_rows(sources: list[OodSource], rules: HintRules, seed: int, limit: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Rows of ``ood_eval.parquet`` for up to ``limit`` held-back prompts."""
+def build_ood_rows(sources: list[OodSource], rules: HintRules, seed: int, limit: int,
+                   target_format: str | None = None) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Rows of ``ood_eval.parquet`` for up to ``limit`` held-back prompts.
+
+    ``reformatted`` variants are rendered in ``target_format`` (any call format with a tool block in
+    ``hints.yaml``) or, when it is None, in ``ood.other_format[<source format>]``.
+    """
     other = (rules.ood or {}).get("other_format") or {}
     explicit = {str(k): str(v) for k, v in ((rules.ood or {}).get("renames") or {}).items()}
     stats = {"prompts": 0, "no_tools": 0, "no_tool_block": 0, "no_other_format": 0}
@@ -200,7 +244,7 @@ def build_ood_rows(sources: list[OodSource], rules: HintRules, seed: int, limit:
         if loc is None:
             stats["no_tool_block"] += 1
             continue
-        target_fmt = other.get(src.tool_format)
+        target_fmt = target_format or other.get(src.tool_format)
         if not target_fmt:
             stats["no_other_format"] += 1
             continue

@@ -101,7 +101,9 @@ class PoolOptions:
     seed: int
     rules_dirs: tuple[str, ...]
     source_splits: tuple[str, ...] = ("train",)
+    runs: tuple[str, ...] = ()  # only these runs' trajectories (empty: every run)
     extra: dict[str, Any] = field(default_factory=dict)
+    ood_format: str | None = None  # the call format of `reformatted` OOD variants (None: hints.yaml other_format)
 
 
 def make_options(
@@ -119,6 +121,8 @@ def make_options(
     seed: int = 0,
     rules_dirs: tuple[str, ...] | list[str] = (),
     source_splits: tuple[str, ...] | list[str] = ("train",),
+    ood_format: str | None = None,
+    runs: tuple[str, ...] | list[str] = (),
 ) -> PoolOptions:
     """Validate every option; each problem is a :class:`TrajlabError` naming the option."""
     r = parse_ratio(ratio)
@@ -146,6 +150,13 @@ def make_options(
     if ood_prompts < 1:
         raise TrajlabError(f"--ood-prompts {ood_prompts}: must be >= 1")
     splits = tuple(source_splits) or ("train",)
+    if ood_format in ("", "auto"):
+        ood_format = None
+    if ood_format is not None:
+        from trajlab.toolcalls import KNOWN_FORMATS
+
+        if ood_format not in KNOWN_FORMATS:
+            raise TrajlabError(f"--ood-format {ood_format!r}: expected one of {', '.join(KNOWN_FORMATS)}")
     return PoolOptions(
         ratio=r,
         ratio_text=ratio_text,
@@ -161,4 +172,6 @@ def make_options(
         seed=int(seed),
         rules_dirs=tuple(str(d) for d in rules_dirs),
         source_splits=splits,
+        ood_format=ood_format,
+        runs=tuple(dict.fromkeys(runs)),
     )

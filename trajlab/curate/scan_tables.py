@@ -136,9 +136,10 @@ def open_scan(out: str | Path) -> ScanTables:
     for name, p in paths.items():
         _check_columns(p, REQUIRED_TABLES[name])
 
+    has_run = "run" in pl.read_parquet_schema(paths["trajectories"])  # scans before schema 1.1 have no runs
     light = (
         pl.scan_parquet(paths["trajectories"])
-        .select(*LIGHT_COLUMNS)
+        .select(*LIGHT_COLUMNS, *(("run",) if has_run else ()))
         .collect()
     )
     bad = (
@@ -157,6 +158,22 @@ def open_scan(out: str | Path) -> ScanTables:
     label, scores = _rescore_scores(out)
     log_odds = _rescore_log_odds(out / "rescore" / label) if label else {}
     return ScanTables(out, paths, light, bad, manifest, label, scores, log_odds)
+
+
+def restrict_runs(tables: ScanTables, runs: tuple[str, ...]) -> None:
+    """Keep only the trajectories of ``runs`` (``--run``, repeatable) as candidates: every kind of sample is
+    chosen from ``tables.light``. Raises :class:`TableError` naming the runs the scan has."""
+    if not runs:
+        return
+    if "run" not in tables.light.columns:
+        raise TableError(f"{tables.out}: this scan has no runs (written by an older trajlab)",
+                         hint=f"re-scan the dumps (trajlab scan DUMPS... -o {tables.out}) to use --run")
+    known = sorted(set(tables.light["run"].to_list()))
+    missing = [r for r in runs if r not in known]
+    if missing:
+        raise TableError(f"{tables.out}: no run {', '.join(repr(m) for m in missing)}; the runs are: {', '.join(known)}",
+                         hint=f"e.g. --run {known[0]}" if known else None)
+    tables.light = tables.light.filter(pl.col("run").is_in(list(runs)))
 
 
 def _rescore_scores(out: Path) -> tuple[str | None, pl.DataFrame | None]:

@@ -47,7 +47,7 @@ _PROVENANCE = (
     C("categories", pa.list_(STR), "error_demo: the broken call's categories; hint: the category hinted at", False),
     C("source_call_id", STR, "error_demo: the broken call (calls.call_id); null otherwise"),
     C("hint", STR, "hint: the hint template used (category id or low_score); null otherwise"),
-    C("tool_format", STR, "call format of the source trajectory: qwen3_coder | hermes | none"),
+    C("tool_format", STR, "call format of the source trajectory (qwen3_coder, hermes, glm45, ...) or none"),
     C("score", F64, "reward of the source trajectory (positive, hint)"),
     C("n_tokens", I64, "tokens of the rendered conversation (only with --tokenizer)"),
 )

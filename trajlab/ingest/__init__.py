@@ -59,17 +59,18 @@ class FileTask:
     end: int
     first_line: int
     chunk: int
+    run: str = ""  # the run the file belongs to (:mod:`trajlab.ingest.runs`)
     container: str = "lines"  # lines (JSON lines) | list (one JSON list of records) | parquet
 
 
-@dataclass
-class Discovery:
-    """What :func:`discover_inputs` found: files to scan, errors (``ingest_errors`` rows), and what it skipped
-    on purpose with the reason (printed in the scan summary)."""
+@dataclass(frozen=True)
+class InputFile:
+    """A file to scan: its path, its unique relative name (``source_path``) and its run."""
 
-    files: list[tuple[Path, str]]
-    errors: list[IngestError]
-    skipped: list[str]
+    path: Path
+    rel: str
+    run: str
+    inner: str  # the path inside its root (``rel`` without the root's label)
 
 
 def display_name(name: str) -> str:
@@ -82,29 +83,42 @@ def display_name(name: str) -> str:
 
 
 def discover(paths: list[str | Path]) -> tuple[list[tuple[Path, str]], list[IngestError]]:
-    """Files to scan as ``(path, relative name)`` pairs, sorted, plus errors (see :func:`discover_inputs`)."""
-    d = discover_inputs(paths)
-    return d.files, d.errors
+    """Files to scan as ``(path, relative name)`` pairs, sorted, plus errors (see :func:`find_inputs`, which
+    also gives each file its run and says what it skipped)."""
+    files, errors, _ = find_inputs(paths)
+    return [(f.path, f.rel) for f in files], errors
 
 
-def discover_inputs(paths: list[str | Path]) -> Discovery:
-    """Walk the input paths: every data file (``.jsonl``/``.json``/``.ndjson``/``.parquet``) to scan, with its
-    name relative to the path given (made valid UTF-8 for the tables).
+def find_inputs(
+    paths: list[str | Path], runs: dict[str, Path] | None = None
+) -> tuple[list[InputFile], list[IngestError], list[str]]:
+    """Files to scan (sorted by relative name), errors (``ingest_errors`` rows), and what was skipped on purpose
+    with the reason (printed in the scan summary).
 
-    A file named explicitly is always taken. Directories are walked recursively, following symbolic links to
-    directories once (a link loop is reported, not followed). Nothing is skipped silently: an unreadable
-    directory, a broken or looping link and a data-named entry that is not a regular file become errors; hidden
-    entries, trajlab outputs, model checkpoint directories (their full shape: ``config.json`` naming a model
-    plus weight files, or verl FSDP rank shards: there only dump-named files are read) and model/tokenizer side
-    files (``config.json``, ``tokenizer_config.json``, ...) are counted in ``skipped``. A model file beside dump
-    files never hides them.
+    Every data file (``.jsonl``/``.json``/``.ndjson``/``.parquet``) under the paths is taken, with its name
+    relative to the path given (made valid UTF-8 for the tables). A file named explicitly is always taken.
+    Directories are walked recursively, following symbolic links to directories once (a link loop is reported,
+    not followed). Nothing is skipped silently: an unreadable directory, a broken or looping link and a
+    data-named entry that is not a regular file become errors; hidden entries, trajlab outputs, model checkpoint
+    directories (their full shape: ``config.json`` naming a model plus weight files, or verl FSDP rank shards:
+    there only dump-named files are read) and model/tokenizer side files (``config.json``,
+    ``tokenizer_config.json``, ...) are counted in ``skipped``. A model file beside dump files never hides them.
+
+    ``runs`` (``--run NAME=PATH``) name the run of every file under PATH; a PATH not under one of ``paths`` is
+    scanned as a root of its own. With several roots each relative name starts with its root's label
+    (:func:`trajlab.ingest.runs.unique_labels`), so names and runs stay unique; with one root, names are
+    relative to it.
     """
-    found: dict[str, tuple[Path, str]] = {}
+    from trajlab.ingest import runs as runs_mod
+
+    runs = dict(runs or {})
     errors: list[IngestError] = []
     skipped: list[str] = []
     ckpt_dirs: list[str] = []
     side: list[str] = []
     hidden = 0
+    roots: list[Path] = []
+    names: list[str | None] = []
     for raw in paths:
         p = Path(raw)
         shown = display_name(str(raw))
@@ -116,24 +130,49 @@ def discover_inputs(paths: list[str | Path]) -> Discovery:
         except OSError as e:
             errors.append(IngestError(shown, None, f"cannot read: {e.strerror or e}"))
             continue
-        if stat.S_ISREG(st.st_mode):
-            found.setdefault(_real(p), (p, display_name(p.name)))
-            continue
-        if not stat.S_ISDIR(st.st_mode):
+        if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
             errors.append(IngestError(shown, None, "not a regular file or directory (a pipe or device?); skipped"))
             continue
+        roots.append(p)
+        names.append(None)
+    for name, rp in runs.items():
+        if not rp.exists():
+            errors.append(IngestError(str(rp), None, f"path of --run {name} does not exist"))
+            continue
+        rr = rp.resolve()
+        if not any(rr == r.resolve() or r.resolve() in rr.parents for r in roots if r.is_dir()):
+            roots.append(rp)
+            names.append(name)
+    labels = runs_mod.unique_labels(roots, names)
+    several = len(roots) > 1
+    found: dict[str, InputFile] = {}
+
+    def add(fp: Path, inner: str, label: str) -> None:
+        key = _real(fp)
+        if key in found:
+            return
+        inner = display_name(inner)
+        rel = f"{label}/{inner}" if several else inner
+        run = runs_mod.named_run_of(fp, runs) if runs else None
+        found[key] = InputFile(fp, rel, run or runs_mod.run_of(rel, label), inner)
+
+    for root, label in zip(roots, labels, strict=True):
+        if root.is_file():
+            add(root, root.name, label)
+            continue
+        shown = display_name(str(root))
         visited: set[str] = set()
-        stack = [p]
+        stack = [root]
         while stack:
             d = stack.pop()
             real = _real(d)
-            rel_d = display_name(d.relative_to(p).as_posix()) if d != p else "."
+            rel_d = display_name(d.relative_to(root).as_posix()) if d != root else "."
             if real in visited:
                 skipped.append(f"{rel_d}/: a link to a directory already walked (link loop or repeat)")
                 continue
             visited.add(real)
             if output_kind(d) is not None:
-                skipped.append(f"{rel_d if d != p else shown}/: a trajlab output directory")
+                skipped.append(f"{rel_d if d != root else shown}/: a trajlab output directory")
                 continue
             try:
                 with os.scandir(d) as it:
@@ -141,8 +180,8 @@ def discover_inputs(paths: list[str | Path]) -> Discovery:
             except OSError as e:
                 errors.append(IngestError(rel_d, None, f"cannot read directory: {e.strerror or e}; skipped"))
                 continue
-            names = {x.name for x in entries}
-            model = _checkpoint_shape(d, names)
+            entry_names = {x.name for x in entries}
+            model = _checkpoint_shape(d, entry_names)
             if model:
                 ckpt_dirs.append(rel_d)
             subdirs = []
@@ -151,7 +190,7 @@ def discover_inputs(paths: list[str | Path]) -> Discovery:
                     hidden += 1
                     continue
                 fp = d / x.name
-                rel = display_name(fp.relative_to(p).as_posix())
+                rel = display_name(fp.relative_to(root).as_posix())
                 try:
                     is_dir = x.is_dir()  # follows links
                     is_file = not is_dir and x.is_file()
@@ -172,7 +211,7 @@ def discover_inputs(paths: list[str | Path]) -> Discovery:
                         model and x.name.lower().endswith(".json") and not _DUMP_JSON_NAME.fullmatch(x.name)):
                     side.append(rel)  # a checkpoint's own JSON (trainer_state, results...), never a dump name
                     continue
-                found.setdefault(_real(fp), (fp, rel))
+                add(fp, fp.relative_to(root).as_posix(), label)
             stack.extend(reversed(subdirs))
     if ckpt_dirs:
         skipped.append(f"{len(ckpt_dirs)} model checkpoint director{'y' if len(ckpt_dirs) == 1 else 'ies'} "
@@ -183,8 +222,8 @@ def discover_inputs(paths: list[str | Path]) -> Discovery:
                        f"e.g. {', '.join(side[:3])}")
     if hidden:
         skipped.append(f"{hidden} hidden entr{'y' if hidden == 1 else 'ies'} (names starting with '.')")
-    files = sorted(found.values(), key=lambda t: (t[1], str(t[0])))
-    return Discovery(files, errors, skipped)
+    files = sorted(found.values(), key=lambda f: (f.rel, str(f.path)))
+    return files, errors, skipped
 
 
 def _real(p: Path) -> str:
@@ -397,14 +436,18 @@ def _single_object_reason(path: Path) -> str:
     return f"not trajectory data: a single JSON object (keys: {keys}), not JSON lines or a list of records"
 
 
-def plan_tasks(path: Path, rel: str, fmt: str, chunk_bytes: int = CHUNK_BYTES) -> list[FileTask]:
-    """Split a file into tasks: JSONL files in newline-aligned byte ranges with their first line numbers."""
+def plan_tasks(path: Path, rel: str, fmt: str, chunk_bytes: int = CHUNK_BYTES, *, run: str = "",
+               inner: str | None = None) -> list[FileTask]:
+    """Split a file into tasks: JSONL files in newline-aligned byte ranges with their first line numbers.
+
+    ``run`` is copied into every task; ``inner`` is the file's path inside its root (default ``rel``), from
+    which its split is read (a root's label never makes a file validation data)."""
     size = path.stat().st_size
-    split = split_from_path(rel)
+    split = split_from_path(inner if inner is not None else rel)
     step = step_from_name(display_name(path.name))
     container = "list" if fmt == verl_tool.FORMAT else container_of(path)
     if fmt not in (verl_jsonl.FORMAT, openai_messages.FORMAT) or container != "lines" or size <= chunk_bytes:
-        return [FileTask(str(path), rel, fmt, split, step, 0, size, 1, 0, container)]
+        return [FileTask(str(path), rel, fmt, split, step, 0, size, 1, 0, run, container)]
     tasks: list[FileTask] = []
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         start, line = 0, 1
@@ -413,7 +456,7 @@ def plan_tasks(path: Path, rel: str, fmt: str, chunk_bytes: int = CHUNK_BYTES) -
             if end < size:
                 nl = mm.find(b"\n", end)
                 end = size if nl < 0 else nl + 1
-            tasks.append(FileTask(str(path), rel, fmt, split, step, start, end, line, len(tasks), container))
+            tasks.append(FileTask(str(path), rel, fmt, split, step, start, end, line, len(tasks), run, container))
             line += mm[start:end].count(b"\n")
             start = end
     return tasks
@@ -507,6 +550,7 @@ def _convert(mod: Any, obj: dict[str, Any], task: FileTask, lineno: int) -> Iter
         return
     yield from notes
     if rec is not None:
+        rec.run = task.run
         yield rec
 
 

@@ -8,6 +8,16 @@ Three renderings occur in the system block of a verl dump's ``input``:
   <name>..</name><type>..</type>...</parameter></parameters></function></tools>`` (parsed with lxml in recover
   mode, since descriptions are not escaped).
 
+Other families declare their tools elsewhere in the system block (call-formats.md):
+
+* GLM-4.5+: the same JSON-lines ``<tools>`` block (read by the first rule);
+* Kimi-K2: ``<|im_system|>tool_declare<|im_middle|>[...]<|im_end|>``, one JSON array of OpenAI tool objects
+  (``tool_declare[...]`` when the decode dropped the special tokens);
+* DeepSeek-V3.1: ``### NAME\nDescription: ...\n\nParameters: {json}`` per tool under ``## Tools`` (the model
+  card's block), or one ``tojson`` line per tool;
+* gpt-oss (harmony): a TypeScript ``namespace functions { type NAME = (_: { p: string, q?: number }) => any; }`` in
+  the developer message (lossy: ``integer`` is rendered ``number``; string unions become enums).
+
 Every schema is normalised to ``{"name", "description", "parameters"}`` (a JSON-schema object).
 """
 
@@ -139,14 +149,107 @@ def _tools_from_block(block: str) -> tuple[str | None, str | None]:
     return json.dumps(tools, ensure_ascii=False, sort_keys=True), src
 
 
+_KIMI_DECLARE = re.compile(r"tool_declare(?:<\|im_middle\|>)?\s*(?:# Tools\s*)?(?=\[)")
+_DS_TOOL = re.compile(r"^### ([^\n]+)\n(?:Description: ?(.*?)\n)?\s*Parameters: ?(?=\{)", re.MULTILINE | re.DOTALL)
+_TS_NAMESPACE = re.compile(r"namespace functions \{(.*?)\n\} // namespace functions", re.DOTALL)
+_TS_TYPE = re.compile(r"((?:^//[^\n]*\n)*)^type ([\w.\-]+) = \((?:_: \{\n(.*?)^\}|)\) => any;", re.MULTILINE | re.DOTALL)
+_TS_PARAM = re.compile(r"((?:^//[^\n]*\n)*)^([\w\-]+)(\??): (.+?),(?: // default: ([^\n]*))?$", re.MULTILINE)
+
+
+def _kimi_tools(text: str) -> list[dict[str, Any]] | None:
+    m = _KIMI_DECLARE.search(text)
+    if not m:
+        return None
+    try:
+        arr, _end = json.JSONDecoder().raw_decode(text, m.end())
+    except json.JSONDecodeError:
+        return None
+    return normalise_tools(arr)
+
+
+def _deepseek_tools(text: str) -> list[dict[str, Any]] | None:
+    tools: list[dict[str, Any]] = []
+    dec = json.JSONDecoder()
+    for m in _DS_TOOL.finditer(text):
+        try:
+            params, _end = dec.raw_decode(text, m.end())
+        except json.JSONDecodeError:
+            continue
+        t = normalise_tool({"name": m.group(1).strip(), "description": (m.group(2) or "").strip(),
+                            "parameters": params})
+        if t:
+            tools.append(t)
+    return tools or None
+
+
+def _ts_type(t: str) -> dict[str, Any]:
+    t = t.strip()
+    if t.endswith("[]"):
+        return {"type": "array", "items": _ts_type(t[:-2])}
+    if t in ("string", "number", "boolean"):
+        return {"type": t}
+    if t.startswith('"') and all(p.strip().startswith('"') for p in t.split("|")):
+        try:
+            return {"type": "string", "enum": [json.loads(p.strip()) for p in t.split("|")]}
+        except json.JSONDecodeError:
+            return {"type": "string"}
+    if t.startswith("{"):
+        return {"type": "object"}
+    return {}
+
+
+def _typescript_tools(text: str) -> list[dict[str, Any]] | None:
+    ns = _TS_NAMESPACE.search(text)
+    if not ns:
+        return None
+    tools: list[dict[str, Any]] = []
+    for m in _TS_TYPE.finditer(ns.group(1)):
+        desc = " ".join(line[2:].strip() for line in m.group(1).splitlines() if line.startswith("//"))
+        props: dict[str, Any] = {}
+        required: list[str] = []
+        for pm in _TS_PARAM.finditer(m.group(3) or ""):
+            prop = _ts_type(pm.group(4))
+            pdesc = " ".join(line[2:].strip() for line in pm.group(1).splitlines() if line.startswith("//"))
+            if pdesc:
+                prop["description"] = pdesc
+            props[pm.group(2)] = prop
+            if not pm.group(3):
+                required.append(pm.group(2))
+        schema: dict[str, Any] = {"type": "object", "properties": props}
+        if required:
+            schema["required"] = required
+        tools.append({"name": m.group(2), "description": desc, "parameters": schema})
+    return tools or None
+
+
+#: family system blocks tried when the prompt has no ``<tools>`` block: (literal, reader, tools_source)
+_FAMILY_BLOCKS = (
+    ("tool_declare", _kimi_tools, "prompt_kimi"),
+    ("namespace functions {", _typescript_tools, "prompt_typescript"),
+    ("Parameters:", _deepseek_tools, "prompt_deepseek"),
+)
+
+
+@lru_cache(maxsize=1024)
+def _family_tools(input_text: str) -> tuple[str | None, str | None]:
+    for lit, reader, src in _FAMILY_BLOCKS:
+        if lit in input_text:
+            tools = reader(input_text)
+            if tools:
+                return json.dumps(tools, ensure_ascii=False, sort_keys=True), src
+    return None, None
+
+
 def tools_from_prompt(input_text: str) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """Tool schemas rendered in the prompt's ``<tools>`` block, and which rendering they came from.
+    """Tool schemas rendered in the prompt's ``<tools>`` block (or another family's system block), and which
+    rendering they came from.
 
     Returns ``(None, None)`` when the prompt declares no tools. Results are cached per distinct block, so
     GRPO groups (identical prompts) cost one parse.
     """
     if "<tools>" not in input_text:
-        return None, None
+        js, src = _family_tools(input_text)
+        return (json.loads(js) if js else None), src
     # the Hermes preamble mentions an empty "<tools></tools>" before the real block: take the first non-empty one
     m = next((m for m in _TOOLS_BLOCK.finditer(input_text) if m.group(1).strip()), None)
     if not m:

@@ -10,6 +10,20 @@ chat scaffolding around tool responses survives as plain text:
 A tool block runs from its ``user`` header to the ``assistant\\n`` header of the next turn (inclusive; an empty
 ``<think>\\n\\n</think>\\n\\n`` that the generation prompt injects is counted as scaffold too), or to the end of the
 output when the run stopped inside it. The returned turns tile the output exactly.
+
+Other model families wrap tool responses in their own scaffolding (:data:`FAMILY_WRAPPERS`, call-formats.md), each
+recognised with and without its special tokens kept by the decode:
+
+* GLM-4.5+: ``<|observation|>`` (special, usually gone) + ``\n<tool_response>\n...\n</tool_response>`` per result,
+  then ``<|assistant|>`` (special);
+* Kimi-K2: ``<|im_system|>tool<|im_middle|>## Return of functions.NAME:IDX\n...<|im_end|>`` then
+  ``<|im_assistant|>assistant<|im_middle|>``; stripped: ``tool## Return of ...assistant``;
+* DeepSeek-V3.1: ``<｜tool▁output▁begin｜>...<｜tool▁output▁end｜>`` (ordinary tokens), no assistant header after it;
+* gpt-oss (harmony): ``<|start|>functions.NAME to=assistant<|channel|>commentary<|message|>...<|end|>`` then
+  ``<|start|>assistant``; stripped: ``functions.NAME to=assistantcommentary...assistant`` before the next channel.
+
+The family is recognised from the output itself (its wrapper's literal), so ingest needs no format; stripped
+wrappers are delimited heuristically (by the next ``assistant`` header a turn can start with).
 """
 
 from __future__ import annotations
@@ -52,14 +66,56 @@ def _block_end(output: str, pos: int) -> int | None:
         pos = j + 16
 
 
+#: (family, literal every block contains, regex of one whole tool block), in the order they are tried; a block runs
+#: from the end of an assistant turn to the start of the next one (the next turn's header included)
+FAMILY_WRAPPERS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    ("deepseek_v31", "<｜tool▁output▁begin｜>", re.compile(
+        r"(?:<｜end▁of▁sentence｜>)?(?:<｜tool▁outputs▁begin｜>)?(?:<｜tool▁output▁begin｜>.*?(?:<｜tool▁output▁end｜>|\Z))+"
+        r"(?:<｜tool▁outputs▁end｜>)?", re.DOTALL)),
+    ("kimi_k2", "<|im_system|>tool<|im_middle|>", re.compile(
+        r"(?:<\|im_end\|>)?(?:<\|im_system\|>tool<\|im_middle\|>.*?(?:<\|im_end\|>|\Z))+"
+        r"(?:<\|im_assistant\|>assistant<\|im_middle\|>)?", re.DOTALL)),
+    ("kimi_k2", "tool## Return of ", re.compile(
+        r"tool## Return of .*?(?:assistant(?=<think>|functions\.|[A-Z<\s]|\Z)|\Z)", re.DOTALL)),
+    ("gpt_oss", " to=assistant<|channel|>", re.compile(
+        r"(?:<\|start\|>[^<]*? to=assistant<\|channel\|>[^<]*<\|message\|>.*?(?:<\|end\|>|\Z))+"
+        r"(?:<\|start\|>assistant)?", re.DOTALL)),
+    ("gpt_oss", " to=assistant", re.compile(
+        r"functions\.\S+? to=assistant(?:commentary)?.*?(?:assistant(?=analysis|commentary|final)|\Z)", re.DOTALL)),
+    ("glm", "<tool_response>", re.compile(
+        r"(?:<\|observation\|>)?(?:[ \t\r\n]*<tool_response>.*?(?:</tool_response>|\Z))+(?:<\|assistant\|>)?",
+        re.DOTALL)),
+)
+
+
+def _split_family(output: str, block: re.Pattern[str]) -> list[Turn]:
+    """Alternating assistant / tool turns around every match of a family's tool-block regex."""
+    turns: list[Turn] = []
+    pos, n = 0, len(output)
+    for m in block.finditer(output):
+        s, e = m.span()
+        if e <= s:
+            continue
+        turns.append(Turn(len(turns), "assistant", output[pos:s], pos, s))
+        turns.append(Turn(len(turns), "tool", output[s:e], s, e))
+        pos = e
+    if pos < n or not turns:
+        turns.append(Turn(len(turns), "assistant", output[pos:], pos, n))
+    return turns
+
+
 def split_turns(output: str) -> list[Turn]:
     """Split ``output`` into alternating ``assistant`` / ``tool`` turns whose texts tile it exactly.
 
     An output with no tool response is a single assistant turn (possibly empty). Only ``str.find`` and
-    anchored matches are used, so the cost is linear in the output length.
+    anchored matches are used for the Qwen scaffolding, so the cost is linear in the output length; another
+    family's wrapper (:data:`FAMILY_WRAPPERS`) is matched with one regex scan.
     """
     n = len(output)
-    if "<tool_response>" not in output:
+    if "<tool_response>" not in output or _ANCHOR not in output:
+        for _fam, lit, block in FAMILY_WRAPPERS:
+            if lit in output:
+                return _split_family(output, block)
         return [Turn(0, "assistant", output, 0, n)]
     turns: list[Turn] = []
     pos = 0
@@ -127,6 +183,11 @@ def split_turns_frame(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         (pl.col("m").str.count_matches("\x00", literal=True)
          != 2 * pl.col("output").str.count_matches(_ANCHOR, literal=True)) | pl.col("nul")
     ).to_series()
+    # other families' tool wrappers are split by split_turns (one regex per family), not here
+    family = pl.lit(False)
+    for _fam, lit, _block in FAMILY_WRAPPERS:
+        family = family | pl.col("output").str.contains(lit, literal=True)
+    leftover = leftover | frame.select(family & ~pl.col("output").str.contains(_ANCHOR, literal=True)).to_series()
     bad = marked.filter(leftover)["row"]
     pieces = (
         marked.filter(~leftover)

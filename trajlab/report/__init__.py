@@ -15,7 +15,7 @@ from trajlab.errors import TrajlabError
 
 def report(out: Path | str, output_html: Path | str, *, title: str | None = None, split: str | None = None,
            max_categories: int = 8, top_names: int = 12, examples_per_category: int = 1,
-           window: int | None = None) -> Path:
+           window: int | None = None, run: str | None = None) -> Path:
     """Write the HTML report of the scan at ``out`` to ``output_html`` (atomically) and return its path.
 
     Sections: run overview (trajectories, calls, malformed rate, final-answer rate, score over steps), the
@@ -24,7 +24,9 @@ def report(out: Path | str, output_html: Path | str, *, title: str | None = None
     repair, and, when rescore results exist, spike rates per checkpoint and the control tokens that moved most.
     ``split`` picks the split plotted (default ``train``, else the one with most steps); ``max_categories``
     panels are drawn (the rest are summed as "other"). ``window``: steps pooled by the charts' lines (default:
-    enough steps for about 50 tool calls; 1 plots every step on its own).
+    enough steps for about 50 tool calls; 1 plots every step on its own). With several runs in the scan, a
+    "Runs compared" section comes first (a row per run, every run's malformed-call rate and mean score on one step
+    axis, categories by run) and the per-step sections show ``run`` (default: the largest run that warned).
 
     Example::
 
@@ -42,7 +44,7 @@ def report(out: Path | str, output_html: Path | str, *, title: str | None = None
         raise TrajlabError("--max-categories and --window must be >= 1; --top-names and --examples must be >= 0")
     dest = check_out_file(output_html, report=True)  # before any work: never replace a file trajlab did not write
     data = collect(out, split=split, max_categories=max_categories, top_names=top_names,
-                   examples_per_category=examples_per_category, window=window)
+                   examples_per_category=examples_per_category, window=window, run=run)
     warn = data.early_warning.get("step") if data.early_warning else None
     figs: dict[str, str] = {}
     if data.steps:
@@ -55,6 +57,16 @@ def report(out: Path | str, output_html: Path | str, *, title: str | None = None
             figs["categories"] = charts.category_chart(
                 col["step"], col["calls"], data.categories, col["malformed_calls"], warn, data.split,
                 window=data.window)
+    if len(data.runs) > 1:
+        from trajlab.report.data import auto_window
+
+        series = {name: {k: [st[k] for st in rows] for k in ("step", "calls", "malformed_calls", "trajectories",
+                                                             "mean_score")}
+                  for name, rows in data.run_steps.items() if len(rows) > 1}
+        if series:
+            w = data.runs_window = window or max(auto_window(col["calls"]) for col in series.values())
+            figs["runs"] = charts.runs_chart(
+                series, {r["run"]: (r["early_warning"] or {}).get("step") for r in data.runs}, window=w)
     r = data.rescore
     if r is not None and r.checkpoints:
         figs["spikes"] = charts.spike_chart(r.checkpoints, r.intrusion, r.dropout, r.units)

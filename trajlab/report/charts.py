@@ -130,6 +130,45 @@ def overview_chart(steps: Sequence[int], calls: Sequence[int], malformed: Sequen
         return to_svg(fig)
 
 
+def runs_chart(series: dict[str, dict[str, list[Any]]], warnings: dict[str, int | None], window: int = 1) -> str:
+    """Every run on one step axis: the malformed-call rate (top) and the mean score (bottom), one colour per run,
+    each run's early-warning step marked with a triangle on its own line.
+
+    ``series``: run -> ``{"step", "calls", "malformed_calls", "trajectories", "mean_score"}`` lists.
+    """
+    from trajlab.report.data import rolling_ratio
+
+    plt = _plt()
+    pooled = _window_label(window)
+    with plt.rc_context(_RC):
+        fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9.5, 6.2), sharex=True, height_ratios=[1.2, 1])
+        top = 0.05
+        for i, (run, col) in enumerate(series.items()):
+            color = PALETTE[i % len(PALETTE)]
+            rate = rolling_ratio(list(col["malformed_calls"]), list(col["calls"]), window)
+            score_w = [None if v is None else v * n for v, n in zip(col["mean_score"], col["trajectories"],
+                                                                    strict=True)]
+            score = rolling_ratio(score_w, list(col["trajectories"]), window)
+            top = max(top, _max(rate) * 1.12)
+            w = warnings.get(run)
+            ax1.plot(col["step"], _nan(rate), color=color, linewidth=1.9,
+                     label=run + (f" (early warning at step {w})" if w is not None else " (no early warning)"))
+            ax2.plot(col["step"], _nan(score), color=color, linewidth=1.9, label=run)
+            if w is not None and w in col["step"]:
+                k = col["step"].index(w)
+                if rate[k] is not None:
+                    ax1.plot([w], [rate[k]], marker="v", markersize=10, color=WARN_COLOR,
+                             markeredgecolor="white", zorder=6)
+        _pct_axis(ax1, top=top)
+        ax1.set_ylabel("malformed calls\n(% of tool calls)")
+        ax1.set_title(f"Runs compared: malformed-call rate and mean score, {pooled}", loc="left")
+        ax1.legend(loc="upper left")
+        ax2.set_ylabel("mean score\n(reward per trajectory)")
+        ax2.set_xlabel("training step")
+        fig.align_ylabels([ax1, ax2])
+        return to_svg(fig)
+
+
 def category_chart(steps: Sequence[int], calls: Sequence[int], counts: dict[str, Sequence[int]],
                    malformed: Sequence[int], warn_step: int | None, split: str, window: int = 1) -> str:
     """Small multiples: one panel per category with its share of tool calls over steps, on a shared y axis.

@@ -3,7 +3,8 @@
 :func:`collect` returns a :class:`ReportData`: run overview, per-step series (all categories and each
 category), the early-warning step, top garbled names with their nearest tools, one example per category
 (offending span + repair) and, when ``trajlab rescore`` ran, spike rates per checkpoint and the control
-tokens that moved most. Every query aggregates inside DuckDB, so memory stays bounded on large scans.
+tokens that moved most. With several runs in the scan, the runs compared (one row per run, every run's
+per-step series on one step axis, categories by run); the per-step sections then show one run. Every query aggregates inside DuckDB, so memory stays bounded on large scans.
 """
 
 from __future__ import annotations
@@ -83,6 +84,11 @@ class ReportData:
     manifest: dict[str, Any]
     rescore: RescoreData | None = None
     window: int = 1  # steps pooled by the charts' rolling lines
+    run: str | None = None  # the run the per-step sections show (None: the scan has one run, or no run column)
+    runs: list[dict[str, Any]] = field(default_factory=list)  # trajlab.trends.run_summaries, one per run
+    run_steps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # run -> its steps of its main split
+    run_categories: dict[str, dict[str, int]] = field(default_factory=dict)  # run -> category -> malformed calls
+    runs_window: int = 1  # steps pooled by the runs chart
 
 
 def auto_window(calls_per_step: list[int], target_calls: int = 50) -> int:
@@ -129,11 +135,49 @@ def _early_warning(out: Path, manifest: dict[str, Any], steps: list[dict[str, An
     return early_warning(steps)
 
 
+def pick_run(runs: list[dict[str, Any]]) -> str | None:
+    """The run the per-step sections show by default: of the runs with an early warning the one with the most
+    calls, else the run with the most calls (None when there are no runs)."""
+    if not runs:
+        return None
+    warned = [r for r in runs if r["early_warning"]] or runs
+    return max(warned, key=lambda r: (r["calls"], r["trajectories"], r["run"]))["run"]
+
+
+def _runs(out: Path, steps_rows: list[dict[str, Any]], run: str | None) -> tuple[
+        str | None, list[dict[str, Any]], dict[str, list[dict[str, Any]]], dict[str, dict[str, int]]]:
+    """The runs compared and the run the per-step sections show (validated)."""
+    import pyarrow.parquet as pq
+
+    from trajlab.tables import table_path
+    from trajlab.trends import run_summaries
+
+    steps_t = pq.read_table(table_path(out, "steps"))
+    if "run" not in steps_t.column_names:  # a scan written before runs (schema 1.0): one unnamed run
+        if run is not None:
+            raise TableError(f"{out}: this scan has no runs (written by an older trajlab); re-scan it to use --run")
+        return None, [], {}, {}
+    runs = run_summaries(steps_t)
+    names = [r["run"] for r in runs]
+    if run is not None and run not in names:
+        raise TableError(f"{out}: no run {run!r}; the runs are: {', '.join(names) or '(none)'}")
+    chosen = run or pick_run(runs)
+    per_run = {r["run"]: sorted((s for s in steps_rows if s["run"] == r["run"] and s["split"] == r["split"]
+                                 and s["step"] is not None), key=lambda s: s["step"]) for r in runs}
+    cats: dict[str, dict[str, int]] = {}
+    for row in steps_t.select(["run", "category_counts"]).to_pylist():
+        d = cats.setdefault(row["run"], {})
+        for k, v in row["category_counts"] or []:
+            d[k] = d.get(k, 0) + v
+    return chosen, runs, per_run, cats
+
+
 def collect(out: Path | str, *, split: str | None = None, max_categories: int = 8, top_names: int = 12,
-            examples_per_category: int = 1, window: int | None = None) -> ReportData:
+            examples_per_category: int = 1, window: int | None = None, run: str | None = None) -> ReportData:
     """Read everything the report shows from the output directory ``out``.
 
     ``window``: steps pooled by the rolling lines of the charts (None: enough steps for ~50 calls).
+    ``run``: the run the per-step sections show (default :func:`pick_run`); every run is in the comparison.
     """
     from trajlab.query import connect
 
@@ -147,11 +191,17 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
         manifest_path = out / "manifest.json"
         manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
         all_steps = _rows(con, "SELECT * EXCLUDE (category_counts) FROM steps ORDER BY split, step NULLS FIRST")
+        run, runs, run_steps, run_cats = _runs(out, all_steps, run)
+        several = len(runs) > 1
+        if several:  # the per-step sections show one run
+            all_steps = [s for s in all_steps if s["run"] == run]
         split = split or _main_split(all_steps)
         steps = [s for s in all_steps if s["split"] == split and s["step"] is not None]
-        ew = _early_warning(out, manifest, all_steps)
+        ew = (next(r["early_warning"] for r in runs if r["run"] == run) if runs
+              else _early_warning(out, manifest, all_steps))
         if ew and ew.get("split") not in (None, split):
             ew = None
+        run_filter, run_params = ("WHERE run = ?", [run]) if several else ("", [])
         ov = _rows(con, """
             SELECT count(*) AS trajectories, coalesce(sum(n_calls), 0) AS calls,
                    coalesce(sum(n_malformed_calls), 0) AS malformed_calls,
@@ -163,7 +213,7 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
                    count(DISTINCT source_path) AS files,
                    string_agg(DISTINCT split, ', ' ORDER BY split) AS splits,
                    string_agg(DISTINCT tool_format, ', ' ORDER BY tool_format) AS tool_formats
-            FROM trajectories""")[0]
+            FROM trajectories """ + run_filter, run_params)[0]
         ov["malformed_rate"] = ov["malformed_calls"] / ov["calls"] if ov["calls"] else None
         ov["ingest_errors"] = (con.execute("SELECT count(*) FROM ingest_errors").fetchall()[0][0]
                                if "ingest_errors" in views else 0)
@@ -173,12 +223,14 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
         if "malformed_by_step" in views:
             cats_total = [(r["category"], int(r["n"])) for r in _rows(con, """
                 SELECT category, sum(flagged_calls) AS n FROM malformed_by_step WHERE split = ?
-                GROUP BY category HAVING sum(flagged_calls) > 0 ORDER BY n DESC, category""", [split])]
+                """ + run_filter.replace("WHERE", "AND") + """
+                GROUP BY category HAVING sum(flagged_calls) > 0 ORDER BY n DESC, category""", [split, *run_params])]
             shown = [c for c, _ in cats_total[:max_categories]]
             other = [c for c, _ in cats_total[max_categories:]]
             per = _rows(con, """
                 SELECT step, category, flagged_calls, calls FROM malformed_by_step
-                WHERE split = ? AND step IS NOT NULL ORDER BY step""", [split])
+                WHERE split = ? AND step IS NOT NULL """ + run_filter.replace("WHERE", "AND") + """
+                ORDER BY step""", [split, *run_params])
             index = {s["step"]: i for i, s in enumerate(steps)}
             for c in shown:
                 categories[c] = [0] * len(steps)
@@ -200,7 +252,7 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
         con.close()
     w = window if window and window > 0 else auto_window([s["calls"] for s in steps])
     return ReportData(str(out), split, ov, steps, categories, cats_total, other, ew, garbled, examples, manifest,
-                      rescore, w)
+                      rescore, w, run if several else None, runs, run_steps, run_cats)
 
 
 def _main_split(steps: list[dict[str, Any]]) -> str:

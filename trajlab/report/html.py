@@ -229,6 +229,65 @@ def _example(ex: Example, out: str) -> str:
     )
 
 
+def _runs_section(d: ReportData, charts: dict[str, str], max_categories: int = 8) -> str:
+    """Runs compared: a row per run, every run on one step axis, categories by run (share of its malformed calls)."""
+    if len(d.runs) < 2:
+        return ""
+    rows = []
+    for r in d.runs:
+        ew = r["early_warning"]
+        warn = (f'<span class="sev-error">step {e(ew["step"])}</span>' if ew
+                else '<span class="repair">none</span>')
+        span = f"{e(r['first_step'])}–{e(r['last_step'])} ({r['steps']})" if r["steps"] else "–"
+        early = f"steps {e(r['early_steps'][0])}–{e(r['early_steps'][1])}" if r["early_steps"] else ""
+        late = f"steps {e(r['late_steps'][0])}–{e(r['late_steps'][1])}" if r["late_steps"] else ""
+        score = ("–" if r["early_score"] is None else
+                 f"{r['early_score']:.2f} → {r['late_score']:.2f}" if r["late_score"] is not None else "–")
+        cats = ", ".join(f"{c['category']} ({c['calls']:,})" for c in r["top_categories"])
+        rows.append(
+            f'<tr data-run="{e(r["run"])}"><td class="mono">{e(r["run"])}</td><td>{span}</td>'
+            f'<td class="num">{num(r["trajectories"])}</td><td class="num">{num(r["calls"])}</td>'
+            f'<td class="num" title="{early}">{pct(r["early_rate"])}</td>'
+            f'<td class="num" title="{late}">{pct(r["late_rate"])}</td><td>{warn}</td>'
+            f'<td class="num">{e(score)}</td><td class="mono">{e(cats) or "–"}</td></tr>')
+    table = ('<div class="scroll"><table class="runs"><thead><tr><th>run</th><th>steps</th>'
+             '<th class="num">trajectories</th><th class="num">tool calls</th>'
+             '<th class="num">malformed, early</th><th class="num">malformed, late</th><th>early warning</th>'
+             '<th class="num">mean score, early → late</th><th>top categories</th></tr></thead><tbody>'
+             + "".join(rows) + "</tbody></table></div>")
+    totals: dict[str, int] = {}
+    for cats_of in d.run_categories.values():
+        for k, v in cats_of.items():
+            totals[k] = totals.get(k, 0) + v
+    shown = [k for k, _ in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:max_categories + 4]]
+    names = [r["run"] for r in d.runs if d.run_categories.get(r["run"])]
+    by_run = ""
+    if shown and names:
+        head = "".join(f'<th class="num mono">{e(n)}</th>' for n in names)
+        body = []
+        for k in shown:
+            cells = []
+            for n in names:
+                got = d.run_categories[n].get(k, 0)
+                tot = sum(d.run_categories[n].values()) or 1
+                cells.append(f'<td class="num">{"–" if not got else f"{got:,} ({got / tot:.0%})"}</td>')
+            body.append(f'<tr><td class="mono">{e(k)}</td>{"".join(cells)}</tr>')
+        by_run = ('<h3>Categories by run</h3><p class="muted">Malformed calls flagged with each category, and its '
+                  "share of the run's flags (a call can carry several categories).</p>"
+                  f'<div class="scroll"><table class="by-run"><thead><tr><th>category</th>{head}</tr></thead>'
+                  f'<tbody>{"".join(body)}</tbody></table></div>')
+    pooled = (f"lines pool the last {d.runs_window} steps (calls summed)" if d.runs_window > 1
+              else "one point per step")
+    cap = (f"Every run on one training-step axis. Top: share of tool calls that are malformed; a red triangle marks "
+           f"a run's early-warning step. Bottom: mean score (reward per trajectory). Each run's "
+           f"{e(', '.join(sorted({str(r['split']) for r in d.runs if r['split']})))} split; {pooled}.")
+    fig = figure(charts["runs"], cap, "runs") if "runs" in charts else ""
+    return (f'<h2 id="runs">Runs compared</h2><p class="lead">{len(d.runs)} runs in this scan, kept apart: each '
+            f"directory of step files is a run. Early = the first quarter of a run's steps, late = the last quarter. "
+            f"The sections below show run <code>{e(d.run)}</code> (<code>trajlab report --run NAME</code> for another)."
+            f"</p>{table}{fig}{by_run}")
+
+
 RESCORE_HEADERS = {
     "scored_tokens": "scored tokens",
     "intrusion_rate": "intrusion rate (% of content positions)",
@@ -337,7 +396,8 @@ def _drift_section(d: ReportData, charts: dict[str, str]) -> str:
 
 def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> str:
     """The complete HTML document."""
-    nav = ['<a href="#overview">overview</a>', '<a href="#categories">categories</a>',
+    nav = ['<a href="#runs">runs</a>'] if len(d.runs) > 1 else []
+    nav += ['<a href="#overview">overview</a>', '<a href="#categories">categories</a>',
            '<a href="#names">garbled names</a>', '<a href="#examples">examples</a>']
     if d.rescore is not None:
         if d.rescore.drift is not None:
@@ -382,7 +442,8 @@ def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> 
 <h1>{e(title)}</h1>
 <p class="lead">{src}scan <code>{e(d.out)}</code> · trajlab {e(version)} · schema {e(d.manifest.get("schema_version", "–"))}</p>
 <nav>{"".join(nav)}</nav>
-<h2 id="overview">Run overview</h2>
+{_runs_section(d, charts)}
+<h2 id="overview">Run overview{f": <code>{e(d.run)}</code>" if d.run else ""}</h2>
 {_cards(d)}
 {_warning_callout(d)}
 {first_rot}

@@ -506,6 +506,10 @@ def load_model(
     if config_dir is None:
         raise CheckpointError(f"{ref.path}: checkpoint {ref.label} has no config.json")
     config = load_config(config_dir, trust_remote_code=trust_remote_code)
+    if attn == "sdpa" and attn_implementation is None:
+        arch = _causal_lm_class(config)
+        if arch is not None and getattr(arch, "_supports_sdpa", True) is False:
+            attn = "eager"  # e.g. gpt-oss (its attention sinks have no SDPA kernel in transformers)
     kwargs: dict[str, Any] = {"dtype": torch_dtype, "attn_implementation": attn,
                               "trust_remote_code": trust_remote_code, "output_loading_info": True}
     if device_map is not None:

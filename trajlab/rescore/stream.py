@@ -16,6 +16,15 @@ Sources that kept special tokens in the text (``<|im_start|>`` present) are toke
 ids are decoded again (``skip_special_tokens=True``, or ``False`` for such sources) and compared with
 ``input + output``; a mismatch (e.g. text that is not NFC, which Qwen's normalizer changes) is recorded, not fatal.
 
+Other model families (:data:`FAMILY_LAYOUTS`, chosen by the trajectory's call format when the tokenizer has the
+family's tokens and no ChatML): DeepSeek-V3.1 gets its ``<｜begin▁of▁sentence｜>`` back before the input and the
+``<｜end▁of▁sentence｜>`` it generated after every assistant turn; GLM-4.5+ the ``<|assistant|>`` generation prompt
+after the input and after every tool block, and the ``<|observation|>`` it generated to stop for a tool call
+(the dump keeps GLM's call markup and ``<tool_response>`` blocks, which are ordinary tokens). A source that kept
+the family's special tokens in the text (Kimi-K2 decoded with ``skip_special_tokens=False``) is tokenized as it
+is. A gpt-oss dump decoded without its harmony markers is tokenized as plain text (the headers are not rebuilt;
+its ``note`` says so).
+
 Only assistant-generated tokens are scored: the tokens of assistant turns and their ``<|im_end|>``. Each scored
 token carries its char offsets into ``output`` (the synthetic ``<|im_end|>`` has an empty range at the end of
 its turn) and its region, taken from the classifier's spans of the turn.
@@ -173,9 +182,12 @@ def _tool_pieces(text: str, offset: int, turn_index: int, prev_assistant: int | 
     return [p for p in pieces if p.text is None or p.text]
 
 
-def build_pieces(tr: TrajectoryText, sp: ChatSpecials | None) -> tuple[list[_Piece], str | None]:
+def build_pieces(tr: TrajectoryText, sp: ChatSpecials | None,
+                 fam: FamilySpecials | None = None) -> tuple[list[_Piece], str | None]:
     """The trajectory as text pieces and special tokens, in order; plus a note when the layout was unexpected."""
     note = None
+    if sp is None and fam is not None:
+        return _family_pieces(tr, fam)
     if sp is None:  # no ChatML in this tokenizer: plain text, nothing re-inserted
         pieces = [_Piece(tr.input)] if tr.input else []
         for ti, role, cs, ce in tr.turns:
@@ -264,8 +276,11 @@ def build_streams(
     all_pieces: list[list[_Piece]] = []
     notes: list[str | None] = []
     texts: list[str] = []
+    fams: dict[str | None, FamilySpecials | None] = {}
     for tr in trajectories:
-        pieces, note = build_pieces(tr, sp)
+        if sp is None and tr.tool_format not in fams:
+            fams[tr.tool_format] = FamilySpecials.from_tokenizer(tokenizer, tr.tool_format)
+        pieces, note = build_pieces(tr, sp, fams.get(tr.tool_format) if sp is None else None)
         all_pieces.append(pieces)
         notes.append(note)
         texts += [p.text for p in pieces if p.text is not None]
@@ -323,7 +338,8 @@ def build_streams(
             region[sel] = token_regions(chars, cs_a[sel] - tcs, ce_a[sel] - tcs)
         ok = True
         if check_roundtrip:
-            skip = IM_START not in tr.input
+            fam = fams.get(tr.tool_format) if sp is None else None
+            skip = IM_START not in tr.input and not (fam is not None and fam.kept(tr))
             decoded = tokenizer.decode(ids, skip_special_tokens=skip, clean_up_tokenization_spaces=False)
             ok = decoded == tr.input + tr.output
             if not ok:
@@ -335,3 +351,91 @@ def build_streams(
 def _first_difference(a: str, b: str) -> str:
     i = len(os.path.commonprefix([a, b]))
     return f"round trip differs at char {i}: {a[i : i + 12]!r} vs {b[i : i + 12]!r}"
+
+
+# -- other model families -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FamilyLayout:
+    """Where a family's chat scaffold puts special tokens that a ``skip_special_tokens=True`` dump drops."""
+
+    kept_markers: tuple[str, ...]  # any of these literally in the text: the source kept its special tokens
+    bos: str | None = None  # before the input
+    prompt_end: str | None = None  # the generation prompt, after the input and after every tool block
+    turn_end_call: str | None = None  # generated after an assistant turn that a tool block follows
+    turn_end_final: str | None = None  # generated after the last assistant turn
+    rebuilt: bool = True  # False: the stripped layout is not rebuilt (plain text)
+
+
+_GLM = FamilyLayout(("<|observation|>", "<|assistant|>"), prompt_end="<|assistant|>",
+                    turn_end_call="<|observation|>", turn_end_final="<|user|>")
+#: call format -> layout (call-formats.md §1-4)
+FAMILY_LAYOUTS: dict[str, FamilyLayout] = {
+    "deepseek_v31": FamilyLayout(("<｜end▁of▁sentence｜>",), bos="<｜begin▁of▁sentence｜>",
+                                 turn_end_call="<｜end▁of▁sentence｜>", turn_end_final="<｜end▁of▁sentence｜>"),
+    "glm45": _GLM,
+    "glm47": _GLM,
+    "kimi_k2": FamilyLayout(("<|im_middle|>", "<|tool_call_begin|>"), rebuilt=False),
+    "gpt_oss": FamilyLayout(("<|message|>", "<|channel|>"), rebuilt=False),
+}
+
+
+@dataclass(frozen=True)
+class FamilySpecials:
+    """A :class:`FamilyLayout` with its tokens resolved to ids of one tokenizer (``-1``: not a single token)."""
+
+    layout: FamilyLayout
+    ids: dict[str, int]
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Any, tool_format: str | None) -> FamilySpecials | None:
+        layout = FAMILY_LAYOUTS.get(tool_format or "")
+        if layout is None:
+            return None
+        ids: dict[str, int] = {}
+        for tok in (layout.bos, layout.prompt_end, layout.turn_end_call, layout.turn_end_final):
+            if tok:
+                enc = tokenizer.encode(tok, add_special_tokens=False)
+                ids[tok] = int(enc[0]) if len(enc) == 1 else -1
+        return cls(layout, ids)
+
+    def kept(self, tr: TrajectoryText) -> bool:
+        return any(m in tr.input or m in tr.output for m in self.layout.kept_markers)
+
+    def piece(self, tok: str | None, **kw: Any) -> _Piece | None:
+        tid = self.ids.get(tok or "", -1)
+        return _Piece(None, tid, **kw) if tid >= 0 else None
+
+
+def _family_pieces(tr: TrajectoryText, fam: FamilySpecials) -> tuple[list[_Piece], str | None]:
+    """:func:`build_pieces` for a family of :data:`FAMILY_LAYOUTS`."""
+    lay = fam.layout
+    pieces: list[_Piece | None] = []
+    if fam.kept(tr) or not lay.rebuilt:
+        pieces = [_Piece(tr.input)] if tr.input else []
+        for ti, role, cs, ce in tr.turns:
+            pieces.append(_Piece(tr.output[cs:ce], scored=role == "assistant", out_offset=cs, turn_index=ti))
+        note = None if fam.kept(tr) else "the family's special tokens are not rebuilt from this dump (plain text)"
+        return [p for p in pieces if p is not None and p.text], note
+    pieces.append(fam.piece(lay.bos))
+    if tr.input:
+        pieces.append(_Piece(tr.input))
+    pieces.append(fam.piece(lay.prompt_end))
+    turns = list(tr.turns)
+    for k, (ti, role, cs, ce) in enumerate(turns):
+        text = tr.output[cs:ce]
+        if role == "assistant":
+            if text:
+                pieces.append(_Piece(text, scored=True, out_offset=cs, turn_index=ti))
+            is_last = k + 1 >= len(turns)
+            if is_last and text and not tr.truncated:
+                pieces.append(fam.piece(lay.turn_end_final, scored=True, out_offset=ce, turn_index=ti))
+            elif not is_last:
+                pieces.append(fam.piece(lay.turn_end_call, scored=True, out_offset=ce, turn_index=ti))
+        else:
+            pieces.append(_Piece(text, out_offset=cs, turn_index=ti))
+            pieces.append(fam.piece(lay.prompt_end, turn_index=ti))
+    missing = [t for t, i in fam.ids.items() if i < 0]
+    note = f"not single tokens of this tokenizer: {', '.join(missing)}" if missing else None
+    return [p for p in pieces if p is not None and (p.text is None or p.text)], note

@@ -5,8 +5,9 @@ One concept per module:
 * :mod:`~trajlab.scan.options` -- :class:`ScanOptions` and their fingerprint;
 * :mod:`~trajlab.scan.plan` -- files → cache keys, byte ranges and units of work;
 * :mod:`~trajlab.scan.ids` -- file content hashes and trajectory ids;
-* :mod:`~trajlab.scan.worker` -- one unit → part files, through the engines:
-  :mod:`~trajlab.scan.records` (the reference) and :mod:`~trajlab.scan.columnar` (the fast path);
+* :mod:`~trajlab.scan.worker` -- one unit → part files;
+* :mod:`~trajlab.scan.engines` -- the engine seam (``--engine``): :mod:`~trajlab.scan.records` (the reference)
+  and :mod:`~trajlab.scan.columnar` (the fast path), and why a range fell back;
 * :mod:`~trajlab.scan.parts` -- part files and the merge into one Parquet file per table;
 * :mod:`~trajlab.scan.cache` -- the incremental cache (reused files, skipped merges);
 * :mod:`~trajlab.scan.summary` -- :class:`ScanSummary` and ``manifest.json``; :mod:`~trajlab.scan.view` renders it;

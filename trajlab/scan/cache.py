@@ -23,7 +23,8 @@ from trajlab.tables import STEPS, table_path
 
 
 def load_done(pdir: Path, n_tasks: int) -> list[dict[str, Any]] | None:
-    """The stats of every range of a file from its part directory, or ``None`` if any range is missing."""
+    """The stats of every range of a file from its part directory, or ``None`` if any range is missing (or
+    the unit directory holding its rows)."""
     out = []
     for i in range(n_tasks):
         p = done_path(pdir, i)
@@ -33,7 +34,9 @@ def load_done(pdir: Path, n_tasks: int) -> list[dict[str, Any]] | None:
             stats = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError):
             return None
-        if not isinstance(stats, dict) or "sha1" not in stats or not isinstance(stats.get("rows"), dict):
+        if (not isinstance(stats, dict) or "sha1" not in stats or not isinstance(stats.get("rows"), dict)
+                or not isinstance(stats.get("batches"), dict) or not isinstance(stats.get("unit"), str)
+                or not (pdir.parent / stats["unit"]).is_dir()):
             return None
         out.append(stats)
     return out
@@ -78,7 +81,8 @@ _PART_KEY = re.compile(r"[0-9a-f]{20}")
 
 
 def prune_parts(parts_root: Path, live: set[str]) -> None:
-    """Remove the part directories of files that are no longer part of the scan."""
+    """Remove the part directories no longer needed: files no longer scanned, and units none of whose ranges
+    are still used (``live``: the file keys and unit directory names of this scan)."""
     if not parts_root.is_dir():
         return
     for d in parts_root.iterdir():  # only trajlab's own part directories (20 hex digits), never anything else

@@ -1,20 +1,20 @@
 """The ``columnar`` engine (the fast path): clean verl JSONL byte ranges → the same part tables as the
 ``records`` engine (:mod:`trajlab.scan.records`), from whole columns.
 
-``scan``'s workers (:mod:`trajlab.scan.worker`) call :func:`process_segments` first for the verl dump ranges of a unit of work. It reads
-them with one ``polars.read_ndjson`` call (:mod:`trajlab.ingest.verl_columnar`), splits every output into turns with one regex
-pass (:func:`trajlab.ingest.turns.split_turns_frame`) and lets :mod:`trajlab.toolcalls.vectorized` recognise
-the canonical, well-formed turns; only the rest -- malformed calls, unusual markup -- goes through the
-per-turn classifier, and only records the columnar split cannot vouch for go through the record path of
-:mod:`trajlab.scan.records`. The tables it returns are identical, row for row and byte for byte, to what the record
-loop writes for the same ranges (``tests/test_scan_columnar.py``). When a range is not clean (a bad line, a
-missing field, mixed JSON types, ...) it returns ``None`` and the record loop reports each problem.
+The engine seam (:mod:`trajlab.scan.engines`) calls :func:`process_segments` for the verl JSONL ranges of a
+unit of work. It reads them with one ``polars.read_ndjson`` call (:mod:`trajlab.ingest.verl_columnar`), splits
+every output into turns with one regex pass (:func:`trajlab.ingest.turns.split_turns_frame`) and lets
+:mod:`trajlab.toolcalls.vectorized` recognise the canonical, well-formed turns; only the rest -- malformed
+calls, unusual markup -- goes through the per-turn classifier, and only records the columnar split cannot
+vouch for go through :func:`trajlab.scan.records.record_rows`. The tables it returns are identical, row for
+row and byte for byte, to what the ``records`` engine writes for the same ranges
+(``tests/test_scan_engines.py``). When a range is not clean (a bad line, a missing field, mixed JSON types,
+...) it returns the reason, and the ``records`` engine reads the range and reports each problem.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import polars as pl
@@ -29,28 +29,24 @@ from trajlab.scan.options import ScanOptions
 from trajlab.scan.records import columns_table, record_rows, row_columns, turn_rows
 from trajlab.tables import CALLS, FINDINGS, INGEST_ERRORS, TRAJECTORIES, TURNS, TableSpec
 
-#: switch (tests compare both paths): ``TRAJLAB_COLUMNAR=0`` in the environment (seen by worker processes too)
-#: sends every range through the record loop
-ENV_SWITCH = "TRAJLAB_COLUMNAR"
 
-
-def process_segments(items: list[tuple[FileTask, bytes, str]], opts: ScanOptions) -> list[dict[str, pa.Table]] | None:
+def process_segments(items: list[tuple[FileTask, bytes, str]], opts: ScanOptions) -> list[dict[str, pa.Table]] | str:
     """The part tables (``trajectories``, ``turns``, ``calls``, ``findings``, ``ingest_errors``) of each clean
-    verl range in ``items`` (``(task, bytes of the range, file sha1)``, processed together), or ``None`` when
-    they must go through the record loop."""
+    verl range in ``items`` (``(task, bytes of the range, file sha1)``, processed together), or the reason
+    they must go through the ``records`` engine."""
     from trajlab.toolcalls.ruleset import get_ruleset
     from trajlab.toolcalls.vectorized import available
 
-    if os.environ.get(ENV_SWITCH, "1") == "0" or not items:
-        return None
+    if not items:
+        return "nothing to read"
     rs = get_ruleset(opts.rules_dirs)
     if not available(rs, opts.rules_dirs):
-        return None
+        return "rule packs with regex or untriggered rules (the canonical-call recogniser is off)"
     if any(_over_turn_cap(d) for _, d, _ in items):  # the per-turn cap is the record loop's
-        return None
-    df, _why = read_clean_segments([Segment(d, t.step, t.split, t.first_line) for t, d, _ in items])
+        return "a turn over the per-turn cap (the record engine classifies the first part and reports the rest)"
+    df, why = read_clean_segments([Segment(d, t.step, t.split, t.first_line) for t, d, _ in items])
     if df is None:
-        return None
+        return f"not a clean verl range: {why}"
     return _Range([t for t, _, _ in items], [h for _, _, h in items], opts, df, rs).tables()
 
 
@@ -85,8 +81,16 @@ class _Range:
             pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"),
             pl.Series("trajectory_id", ids, pl.String),
             pl.col("seg").replace_strict(dict(enumerate(rels)), return_dtype=pl.String).alias("source_path"),
+            pl.col("seg").replace_strict(dict(enumerate(t.run for t in tasks)), return_dtype=pl.String).alias("run"),
         )
-        self.row_seg = self.df.select(pl.col("row").cast(pl.Int64), "seg")
+        # the first row of each segment (rows are numbered in source order, segment after segment)
+        seg_sizes = self.df.group_by("seg").len().sort("seg")
+        starts = dict.fromkeys(range(len(tasks)), 0)
+        first = 0
+        for seg, n in seg_sizes.iter_rows():
+            starts[seg] = first
+            first += n
+        self.seg_starts = pl.Series([starts[i] for i in range(len(tasks))], dtype=pl.Int64)
         self.tool_sets: list[list[dict[str, Any]]] = []
         self._prompt_columns()
 
@@ -162,9 +166,11 @@ class _Range:
         merged = pl.concat(typed)
         if len(typed) > 1 or table in ("calls", "findings"):  # trajectories and turns come in source order
             merged = merged.sort(key, maintain_order=True)
-        merged = merged.join(self.row_seg, on="row", how="left", maintain_order="left")
-        return {int(seg): part.select(names).to_arrow().cast(spec.schema)
-                for (seg,), part in merged.partition_by("seg", maintain_order=True, as_dict=True).items()}
+        # rows are in source order: each segment is one slice (zero-copy), cut where its first row begins
+        cuts = [*merged["row"].search_sorted(self.seg_starts, side="left").to_list(), merged.height]
+        table = merged.select(names).to_arrow().cast(spec.schema)
+        return {seg: table.slice(cuts[seg], cuts[seg + 1] - cuts[seg])
+                for seg in range(len(self.tasks)) if cuts[seg + 1] > cuts[seg]}
 
     def _record_path(self, r: dict[str, Any], rec_rows: _RowsByKey) -> None:
         """One record through :func:`trajlab.scan.records.record_rows` (as the record loop would process it)."""
@@ -172,7 +178,7 @@ class _Range:
         rec = RawTrajectory(
             source_path=r["source_path"], source_line=r["source_line"], source_format="verl_jsonl", split=r["split"],
             step=r["step"], group_id=r["group_id"], score=r["score"], input=r["input"], output=r["output"],
-            turns=split_turns(r["output"]), tools=None, tools_source=None, extra={}, uid=None,
+            turns=split_turns(r["output"]), tools=None, tools_source=None, extra={}, uid=None, run=r["run"],
         )
         rows = rec_rows.start(r["row"])
         record_rows(rec, self.opts, rows, r["trajectory_id"], r["extra"])
@@ -271,7 +277,7 @@ class _Range:
             .join(n_turns, on="row", maintain_order="left")
             .select(
                 "trajectory_id", "source_path", "source_line",
-                pl.lit("verl_jsonl").alias("source_format"), "split", "step", "group_id", "score",
+                pl.lit("verl_jsonl").alias("source_format"), "run", "split", "step", "group_id", "score",
                 pl.col("fmt").alias("tool_format"), "n_turns", pl.col("n_calls").fill_null(0),
                 pl.col("n_malformed_calls").fill_null(0),
                 (~pl.col("last_has_call") & ~pl.col("truncated")).alias("has_final_answer"),

@@ -1,6 +1,6 @@
 """``trajlab scan``, the driver: plan the files, run the units (in ``--jobs`` worker processes), merge, summarise.
 
-Pipeline: :func:`trajlab.ingest.discover` finds files; :mod:`trajlab.scan.plan` gives each a cache key and
+Pipeline: :func:`trajlab.ingest.find_inputs` finds files and their runs; :mod:`trajlab.scan.plan` gives each a cache key and
 cuts it into byte ranges grouped into units; :mod:`trajlab.scan.cache` says which files' parts are reused;
 workers (:mod:`trajlab.scan.worker`) turn each unit into part files under ``OUT/.parts/<file key>/``; the
 parts are merged into one Parquet file per table (:mod:`trajlab.scan.parts`), ``steps`` is aggregated from
@@ -21,13 +21,13 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from trajlab.errors import InputError
-from trajlab.ingest import FileTask, detect_format, discover_inputs, plan_tasks, validate_format_name
+from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks
 from trajlab.model import IngestError
 from trajlab.outpaths import begin_write, end_write, prepare_out_dir, remove_stale_temps, write_lock
 from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
 from trajlab.scan.ids import file_digest
-from trajlab.scan.options import ScanOptions
-from trajlab.scan.parts import PARTS_DIR, merge_parts
+from trajlab.scan.options import ScanOptions, make_scan_options
+from trajlab.scan.parts import PARTS_DIR, merge_parts, unit_name
 from trajlab.scan.plan import IN_PROCESS_BYTES, UNIT_BYTES, FileEntry, chunk_bytes_or_default, file_key, units
 from trajlab.scan.summary import ScanSummary, manifest, summarise
 from trajlab.scan.worker import process_unit, worker_init
@@ -48,6 +48,8 @@ def scan(
     incremental: bool = True,
     progress: bool = True,
     chunk_bytes: int | None = None,
+    engine: str | None = None,
+    runs: dict[str, str | Path] | None = None,
 ) -> ScanSummary:
     """Scan trajectory dumps and write the trajlab tables into ``out``.
 
@@ -56,39 +58,35 @@ def scan(
             OpenAI-messages JSONL/Parquet; the format is detected per file unless ``input_format`` is set.
         out: output directory (created); tables are ``<out>/<table>.parquet`` plus ``manifest.json``.
         tools: tool schemas that override the prompts' (a ``--tools`` file path or a list of schemas).
-        tool_format: force the call format (``qwen3_coder`` | ``hermes``) instead of detecting it.
+        tool_format: force the call format (a name of ``trajlab.toolcalls.KNOWN_FORMATS``) instead of detecting it.
         rules_dirs: user rule packs added to the built-in ``rules/``.
         jobs: worker processes (0 = one per CPU; small inputs run in-process).
         strict: raise :class:`~trajlab.errors.InputError` (exit code 2) if any record could not be read.
         incremental: reuse the parts of files unchanged since the last scan into ``out``.
         progress: show a progress bar on stderr.
+        chunk_bytes: size of the byte ranges big files are cut into (default 32 MB).
+        engine: ``auto`` | ``columnar`` | ``records`` (:mod:`trajlab.scan.engines`; default ``$TRAJLAB_ENGINE``,
+            else ``auto``). Every engine writes the same tables; the manifest records which read each file.
+        runs: ``{NAME: PATH}`` (``--run NAME=PATH``): every file under PATH belongs to run NAME; a PATH outside
+            ``paths`` is scanned too. Other files get the run their directory names (:mod:`trajlab.ingest.runs`).
 
     Returns:
         A :class:`ScanSummary` (also written to ``manifest.json``).
     """
-    from trajlab import toolcalls
-    from trajlab.ingest.tool_schemas import load_tools_file
-
-    known_formats = tuple(getattr(toolcalls, "KNOWN_FORMATS", ("qwen3_coder", "hermes")))
-
     t0 = time.perf_counter()
     out = Path(out)
-    if tool_format in ("auto", ""):
-        tool_format = None
-    if tool_format is not None and tool_format not in known_formats:
-        raise InputError(f"unknown --tool-format {tool_format!r}; choose one of: auto, {', '.join(known_formats)}")
-    fmt_forced = validate_format_name(input_format)
-    tool_list = load_tools_file(tools) if isinstance(tools, (str, Path)) else tools
-    rdirs = tuple(str(Path(d)) for d in rules_dirs)
-    opts = ScanOptions(tool_format=tool_format, tools=tool_list, rules_dirs=rdirs, input_format=fmt_forced)
+    opts = make_scan_options(tools=tools, input_format=input_format, tool_format=tool_format, rules_dirs=rules_dirs,
+                             engine=engine)
+    tool_format, fmt_forced, rdirs = opts.tool_format, opts.input_format, opts.rules_dirs
     fp = opts.fingerprint()
     prepare_out_dir(out, kind="scan", inputs=paths)  # refuses a user's directory before anything is written
 
     with write_lock(out):  # one writer at a time; released at exit, even on kill -9
-        found = discover_inputs(list(paths))
-        files, errors = found.files, found.errors
+        inputs, errors, skipped = find_inputs(list(paths), {k: Path(v) for k, v in (runs or {}).items()})
         out_resolved = out.resolve()
-        files = [(p, r) for p, r in files if out_resolved not in p.resolve().parents]
+        inputs = [f for f in inputs if out_resolved not in f.path.resolve().parents]
+        files = [(f.path, f.rel) for f in inputs]
+        found = {f.rel: f for f in inputs}
         if not files and not errors:
             errors.append(IngestError(", ".join(str(p) for p in paths), None, "no input files found (.jsonl/.json/.parquet)"))
 
@@ -101,8 +99,9 @@ def scan(
             if fmt is None:
                 errors.append(IngestError(rel, None, why))
                 continue
-            key, size = file_key(p, rel, fmt, fp)
-            tasks = plan_tasks(p, rel, fmt, chunk_bytes_or_default(chunk_bytes))
+            key, size = file_key(p, rel, fmt, fp, found[rel].run)
+            tasks = plan_tasks(p, rel, fmt, chunk_bytes_or_default(chunk_bytes), run=found[rel].run,
+                               inner=found[rel].inner)
             entries.append(FileEntry(p, rel, fmt, size, key, tasks))
 
         total_bytes = sum(e.size for e in entries)
@@ -122,16 +121,17 @@ def scan(
             if not e.reused:
                 e.stats = load_done(parts_root / e.key, len(e.tasks)) or []
 
-        # duplicates: identical content in two files (e.g. the same step copied twice) → keep the first
-        seen: dict[str, str] = {}
+        # duplicates: identical content in two files of one run (e.g. the same step copied twice) → keep the first.
+        # Two runs may hold identical files (greedy validation of the same base model at step 0): both are kept.
+        seen: dict[tuple[str, str], str] = {}
         by_step: dict[tuple[str, str, int], list[str]] = defaultdict(list)
         keep: list[FileEntry] = []
         for e in entries:
             e.sha = content_hash(e.stats)
-            if e.sha in seen:
-                errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.sha]} (identical content); skipped"))
+            if (e.run, e.sha) in seen:
+                errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.run, e.sha]} (identical content); skipped"))
                 continue
-            seen[e.sha] = e.rel
+            seen[e.run, e.sha] = e.rel
             keep.append(e)
             if e.fmt != "openai_messages":
                 for s in e.stats:
@@ -149,15 +149,17 @@ def scan(
             begin_write(out)  # a kill from here to the manifest leaves a marker that readers refuse
             merge_parts(keep, parts_root, out, errors, progress)
             write_table(STEPS, steps_table(out), table_path(out, "steps"))
-        prune_parts(parts_root, {e.key for e in entries})
+        prune_parts(parts_root, {e.key for e in entries} | {s["unit"] for e in entries for s in e.stats})
         steps = pq.read_table(table_path(out, "steps"))
         summary = summarise(out, keep, steps, time.perf_counter() - t0)
-        summary.skipped = found.skipped
+        summary.skipped = skipped
         options = {
             "tool_format": tool_format,
             "tools": str(tools) if isinstance(tools, (str, Path)) else (None if tools is None else "<list>"),
             "input_format": fmt_forced,
             "rules_dirs": list(rdirs),
+            "engine": opts.engine,
+            "runs": {k: str(v) for k, v in (runs or {}).items()},
         }
         atomic_write_json(out / "manifest.json", manifest(entries, summary, options=options, rules_dirs=rdirs,
                                                           merge_key=mkey))
@@ -221,6 +223,9 @@ def run_tasks(
         small = sum(t.end - t.start for _, t in todo) < IN_PROCESS_BYTES
         digests: dict[int, str] = {}
 
+        def unit_dir(batch: list[tuple[FileEntry, FileTask]]) -> str:
+            return str(parts_root / unit_name([f"{e.key}:{t.chunk}" for e, t in batch]))
+
         def unit_of(batch: list[tuple[FileEntry, FileTask]]) -> list[tuple[FileTask, str, str]]:
             out = []
             for e, t in batch:  # files are hashed by the driver, one after the other, while workers run
@@ -232,7 +237,7 @@ def run_tasks(
         batches = units(todo, min(chunk_bytes, UNIT_BYTES))
         if n_jobs == 1 or len(batches) <= 1 or small:
             for batch in batches:
-                process_unit(unit_of(batch), opts)
+                process_unit(unit_of(batch), opts, unit_dir(batch))
                 for e, t in batch:
                     finished(e, t)
             return
@@ -242,7 +247,7 @@ def run_tasks(
                                  initializer=worker_init, initargs=(os.getpid(),)) as ex:
             futs: dict[Any, list[tuple[FileEntry, FileTask]]] = {}
             for batch in batches:
-                futs[ex.submit(process_unit, unit_of(batch), opts)] = batch
+                futs[ex.submit(process_unit, unit_of(batch), opts, unit_dir(batch))] = batch
                 for f in [f for f in futs if f.done()]:
                     f.result()
                     for e, t in futs.pop(f):

@@ -1,17 +1,23 @@
-"""Part files and the merge: each range's tables on disk, then streamed into one Parquet file per table.
+"""Part files and the merge: each unit's tables on disk, then streamed into one Parquet file per table.
 
-A worker writes one Arrow IPC file (lz4) per table with rows for each range it processed, plus a
-``done.json`` with the range's stats (row counts, splits, first step, the file's sha1), under
-``OUT/.parts/<file key>/``. The merge streams the parts of every kept file, in scan order, into
-``OUT/<table>.parquet`` with row groups of a fixed size, so the output bytes do not depend on chunking or jobs.
+A worker writes one Arrow IPC file (lz4) per table for its whole unit of work, under
+``OUT/.parts/u-<unit id>/``, with one record batch (or a few) per range of input, and then one ``done.json``
+per range under ``OUT/.parts/<file key>/`` with the range's stats: row counts, splits, first step, the file's
+sha1, the engine, and where its rows are (the unit directory and the batch indices per table). One file per
+table per unit, not per file, keeps a dump of many small step files from costing thousands of tiny writes and
+reads. The merge streams the batches of every kept file, in scan order, into ``OUT/<table>.parquet`` with row
+groups of a fixed size, so the output bytes do not depend on chunking, units or jobs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +34,7 @@ from trajlab.tables import (
     TRAJECTORIES,
     TURNS,
     TableSpec,
-    atomic_write_json,
+    atomic_write_bytes,
     make_readable,
     sort_table,
     table_path,
@@ -43,9 +49,18 @@ ROW_GROUP_ROWS = {"trajectories": 2048, "turns": 16384}
 DEFAULT_ROW_GROUP_ROWS = 65536
 
 
-def part_path(pdir: Path, chunk: int, table: str) -> Path:
-    """The part file of ``table`` for range ``chunk`` of a file whose part directory is ``pdir``."""
-    return pdir / f"{chunk:05d}.{table}.arrow"
+#: part directories of units start with this (the others are named by a file key and hold ``done.json`` files)
+UNIT_PREFIX = "u-"
+
+
+def unit_name(range_keys: list[str]) -> str:
+    """The directory name of a unit's part files, from the ``<file key>:<chunk>`` of each of its ranges."""
+    return UNIT_PREFIX + hashlib.sha1("\n".join(range_keys).encode()).hexdigest()[:20]
+
+
+def part_path(unit_dir: Path, table: str) -> Path:
+    """The part file of ``table`` for the unit whose part directory is ``unit_dir``."""
+    return unit_dir / f"{table}.arrow"
 
 
 def done_path(pdir: Path, chunk: int) -> Path:
@@ -53,41 +68,88 @@ def done_path(pdir: Path, chunk: int) -> Path:
     return pdir / f"{chunk:05d}.done.json"
 
 
-def write_parts(task: FileTask, digest: str, pdir: Path, tables: dict[str, pa.Table]) -> dict[str, Any]:
-    """Write one range's part files (Arrow IPC, lz4: fast to write and to merge) and its ``done.json``.
+@dataclass
+class RangeParts:
+    """What a worker writes for one range: its part tables, the engine that read it and why it fell back."""
 
-    A table with no rows gets no part file (most ranges have no ingest errors, healthy ones no findings);
-    ``done.json`` records every table's row count, so the merge knows which files exist."""
-    pdir.mkdir(parents=True, exist_ok=True)
+    task: FileTask
+    digest: str
+    pdir: Path
+    tables: dict[str, pa.Table]
+    engine: str
+    fallback: str | None = None
+
+
+def write_unit_parts(unit_dir: Path, ranges: list[RangeParts]) -> list[dict[str, Any]]:
+    """Write a unit's part files (one Arrow IPC file per table, lz4, a batch per range) and each range's
+    ``done.json``; returns the ranges' stats.
+
+    A table with no rows in the unit gets no part file (most units have no ingest errors, healthy ones no
+    findings). ``done.json`` records every table's row count and batch indices, so the merge reads exactly
+    its range's rows, and the engine that read the range with the reason the columnar engine did not."""
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    spans: list[dict[str, list[int]]] = [{} for _ in ranges]
     for spec in PART_TABLES:
-        if tables[spec.name].num_rows:
-            write_part(tables[spec.name], part_path(pdir, task.chunk, spec.name))
-    traj = tables["trajectories"]
-    steps = traj.column("step").drop_null()
-    stats = {
-        "chunk": task.chunk,
-        "bytes": task.end - task.start,
-        "min_step": pa.compute.min(steps).as_py() if len(steps) else None,
-        "splits": sorted(set(traj.column("split").to_pylist())),
-        "sha1": digest,
-        "rows": {spec.name: tables[spec.name].num_rows for spec in PART_TABLES},
-    }
-    atomic_write_json(done_path(pdir, task.chunk), stats, fsync=False)  # a cache: lost is recomputed
-    return stats
+        if not any(r.tables[spec.name].num_rows for r in ranges):
+            continue
+        path = part_path(unit_dir, spec.name)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # never shared with a racer
+        n = 0
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
+                sink, spec.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+            for k, r in enumerate(ranges):
+                batches = [b for b in r.tables[spec.name].to_batches() if b.num_rows]
+                for b in batches:
+                    w.write_batch(b)
+                if batches:
+                    spans[k][spec.name] = [n, n + len(batches)]
+                    n += len(batches)
+        os.replace(tmp, path)
+    out = []
+    for r, span in zip(ranges, spans, strict=True):
+        traj = r.tables["trajectories"]
+        steps = traj.column("step").drop_null()
+        stats = {
+            "chunk": r.task.chunk,
+            "bytes": r.task.end - r.task.start,
+            "min_step": pa.compute.min(steps).as_py() if len(steps) else None,
+            "splits": sorted(set(traj.column("split").to_pylist())),
+            "sha1": r.digest,
+            "rows": {spec.name: r.tables[spec.name].num_rows for spec in PART_TABLES},
+            "unit": unit_dir.name,
+            "batches": span,
+            "engine": r.engine,
+            "fallback": r.fallback,
+        }
+        r.pdir.mkdir(parents=True, exist_ok=True)
+        # a cache (lost is recomputed): no fsync; compact JSON (C encoder: a dump of many small files has many)
+        atomic_write_bytes(done_path(r.pdir, r.task.chunk), json.dumps(stats, sort_keys=True).encode(), fsync=False)
+        out.append(stats)
+    return out
 
 
-def write_part(table: pa.Table, path: Path) -> None:
-    """Atomically write a part file (temp file, then rename)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # never shared with a racer
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
-            sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
-        w.write_table(table)
-    os.replace(tmp, path)
+class _UnitReaders:
+    """Open unit part files of one table (memory-mapped; the least recently used closed beyond ``limit``)."""
 
+    def __init__(self, parts_root: Path, table: str, limit: int = 32) -> None:
+        self.root, self.table, self.limit = parts_root, table, limit
+        self.open: OrderedDict[str, tuple[pa.MemoryMappedFile, pa.ipc.RecordBatchFileReader]] = OrderedDict()
 
-def read_part(path: Path) -> pa.Table:
-    with pa.memory_map(str(path)) as src:
-        return pa.ipc.open_file(src).read_all()
+    def batches(self, unit: str, first: int, end: int) -> list[pa.RecordBatch]:
+        if unit in self.open:
+            self.open.move_to_end(unit)
+        else:
+            src = pa.memory_map(str(part_path(self.root / unit, self.table)))
+            self.open[unit] = (src, pa.ipc.open_file(src))
+            if len(self.open) > self.limit:
+                self.open.popitem(last=False)[1][0].close()
+        reader = self.open[unit][1]
+        return [reader.get_batch(i) for i in range(first, end)]
+
+    def close(self) -> None:
+        for src, _ in self.open.values():
+            src.close()
+        self.open.clear()
 
 
 class RowGroupWriter:
@@ -152,11 +214,16 @@ def merge_table(spec: TableSpec, keep: list[FileEntry], parts_root: Path, out: P
             rg = RowGroupWriter(w, ROW_GROUP_ROWS.get(spec.name, DEFAULT_ROW_GROUP_ROWS))
             if spec is INGEST_ERRORS and errors:
                 rg.add(sort_table(spec, to_table(spec, [asdict(x) for x in errors])))
-            for e in keep:
-                for i in range(len(e.tasks)):
-                    if e.stats[i]["rows"].get(spec.name):
-                        rg.add(read_part(part_path(parts_root / e.key, i, spec.name)))
-                    advance()
+            readers = _UnitReaders(parts_root, spec.name)
+            try:
+                for e in keep:
+                    for st in e.stats:
+                        span = st["batches"].get(spec.name)
+                        if span:
+                            rg.add(pa.Table.from_batches(readers.batches(st["unit"], *span), schema=spec.schema))
+                        advance()
+            finally:
+                readers.close()
             rg.close()
         make_readable(tmp)
         os.replace(tmp, final)

@@ -37,11 +37,16 @@ class FileEntry:
     sha: str | None = None
     stats: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def run(self) -> str:
+        """The run the file belongs to (every task of a file carries it)."""
+        return self.tasks[0].run if self.tasks else ""
 
-def file_key(path: Path, rel: str, fmt: str, fingerprint: str) -> tuple[str, int]:
-    """The cache key of a file (path, size, mtime, format, options' fingerprint) and its size."""
+
+def file_key(path: Path, rel: str, fmt: str, fingerprint: str, run: str = "") -> tuple[str, int]:
+    """The cache key of a file (path, size, mtime, format, options' fingerprint, run) and its size."""
     st = path.stat()
-    blob = f"{rel}\n{st.st_size}\n{st.st_mtime_ns}\n{fmt}\n{fingerprint}"
+    blob = f"{rel}\n{st.st_size}\n{st.st_mtime_ns}\n{fmt}\n{fingerprint}\n{run}"
     return hashlib.sha1(blob.encode()).hexdigest()[:20], st.st_size
 
 

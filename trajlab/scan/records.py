@@ -22,7 +22,7 @@ from trajlab.tables import TableSpec
 
 #: column order of the row tuples each table collects (rows are transposed into columns once per task)
 ROW_COLUMNS: dict[str, tuple[str, ...]] = {
-    "trajectories": ("trajectory_id", "source_path", "source_line", "source_format", "split", "step", "group_id",
+    "trajectories": ("trajectory_id", "source_path", "source_line", "source_format", "run", "split", "step", "group_id",
                      "score", "tool_format", "n_turns", "n_calls", "n_malformed_calls", "has_final_answer",
                      "truncated", "schema_checked", "input", "output", "tools", "extra"),
     "turns": ("trajectory_id", "turn_index", "role", "text", "char_start", "char_end"),
@@ -58,7 +58,7 @@ def record_rows(rec: RawTrajectory, opts: ScanOptions, rows: Rows, traj_id: str,
 
     an = analyze_trajectory(rec, tool_format=opts.tool_format, tools=opts.tools, rules_dirs=opts.rules_dirs)
     rows["trajectories"].append((
-        traj_id, rec.source_path, rec.source_line, rec.source_format, rec.split, rec.step, rec.group_id, rec.score,
+        traj_id, rec.source_path, rec.source_line, rec.source_format, rec.run, rec.split, rec.step, rec.group_id, rec.score,
         an.tool_format, len(rec.turns), an.n_calls, an.n_malformed, an.has_final_answer, an.truncated,
         an.schema_checked, rec.input, rec.output, an.tools_json, extra_json,
     ))

@@ -17,7 +17,7 @@ from trajlab.rulepacks import rules_hash
 from trajlab.scan.parts import PART_TABLES
 from trajlab.scan.plan import FileEntry
 from trajlab.tables import SCHEMA_VERSION, STEPS, table_path
-from trajlab.trends import early_warning
+from trajlab.trends import first_warning, recent_rate, run_summaries, run_warnings
 
 
 @dataclass
@@ -39,23 +39,28 @@ class ScanSummary:
     ingest_errors: int = 0
     ingest_error_examples: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # what discovery left out on purpose, with why
-    steps: list[dict[str, Any]] = field(default_factory=list)  # per-step (split, step, calls, malformed, rate)
-    early_warning: dict[str, Any] | None = None
+    steps: list[dict[str, Any]] = field(default_factory=list)  # per-step (run, split, step, calls, malformed, rate)
+    early_warning: dict[str, Any] | None = None  # the earliest warning of any run (with its "run")
+    runs: list[dict[str, Any]] = field(default_factory=list)  # one summary per run (trajlab.trends.run_summaries)
+    #: per file: which engine read it and why the columnar engine did not (``file``, ``engine``, ``fallback``)
+    engines: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain data (``--json``, ``manifest.json``). With one run, the per-step rows do not repeat its name,
+        so the output is what it was before runs, plus the ``runs`` list."""
         d = asdict(self)
         d["top_categories"] = [{"category": c, "calls": n} for c, n in self.top_categories]
+        if len(self.runs) <= 1:
+            d["steps"] = [{k: v for k, v in row.items() if k != "run"} for row in d["steps"]]
         return d
 
-    def recent_rate(self, window: int, split: str = "train") -> float | None:
-        """Malformed-call rate pooled over the last ``window`` steps of ``split`` (falls back to any split)."""
-        rows = [s for s in self.steps if s["split"] == split and s["step"] is not None] or [
-            s for s in self.steps if s["step"] is not None
-        ]
-        rows = sorted(rows, key=lambda s: s["step"])[-window:] if window > 0 else rows
-        calls = sum(s["calls"] for s in rows)
-        return (sum(s["malformed_calls"] for s in rows) / calls) if calls else None
+    def recent_rate(self, window: int, split: str = "train", run: str | None = None) -> float | None:
+        """Malformed-call rate pooled over the last ``window`` steps of ``split`` of ``run`` (falls back to any
+        split; ``run=None`` with one run: that run)."""
+        if run is None and len(self.runs) == 1:
+            run = self.runs[0]["run"]
+        return recent_rate(self.steps, window, run=run, split=split)
 
 
 def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float) -> ScanSummary:
@@ -100,6 +105,7 @@ def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float)
     ]
     s.steps = [
         {
+            "run": r["run"],
             "split": r["split"],
             "step": r["step"],
             "trajectories": r["trajectories"],
@@ -111,9 +117,20 @@ def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float)
         }
         for r in steps.select([c for c in steps.column_names if c != "category_counts"]).to_pylist()
     ]
-    s.early_warning = early_warning(steps)
+    warnings = run_warnings(steps)
+    s.early_warning = first_warning(warnings)
+    s.runs = run_summaries(steps, warnings)
+    s.engines = [{"file": e.rel, **file_engine(e.stats)} for e in keep]
     s.elapsed_s = round(elapsed, 3)
     return s
+
+
+def file_engine(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Which engine read a file (``mixed`` when its ranges differ) and why the columnar engine did not read it
+    (the distinct reasons of its ranges, or None), from its ranges' stats."""
+    engines = sorted({str(s.get("engine")) for s in stats})
+    reasons = list(dict.fromkeys(s["fallback"] for s in stats if s.get("fallback")))
+    return {"engine": engines[0] if len(engines) == 1 else "mixed", "fallback": "; ".join(reasons) or None}
 
 
 def manifest(entries: list[FileEntry], summary: ScanSummary, *, options: dict[str, Any],
@@ -128,16 +145,18 @@ def manifest(entries: list[FileEntry], summary: ScanSummary, *, options: dict[st
             {
                 "path": display_name(str(e.path)),
                 "rel": e.rel,
+                "run": e.run,
                 "format": e.fmt,
                 "size": e.size,
                 "mtime_ns": e.path.stat().st_mtime_ns,
                 "sha1": e.sha,
                 "records": sum(s["rows"]["trajectories"] for s in e.stats),
                 "reused": e.reused,
+                **file_engine(e.stats),
             }
             for e in entries
         ],
         "tables": {s.name: f"{s.name}.parquet" for s in (*PART_TABLES, STEPS)},
         "merge_key": merge_key,
-        "summary": {k: v for k, v in summary.to_dict().items() if k not in ("steps", "elapsed_s", "files_reused")},
+        "summary": {k: v for k, v in summary.to_dict().items() if k not in ("steps", "elapsed_s", "files_reused", "engines")},
     }

@@ -1,4 +1,5 @@
-"""Rich rendering of a :class:`~trajlab.scan.summary.ScanSummary`: totals, categories, the per-step chart, early warning."""
+"""Rich rendering of a :class:`~trajlab.scan.summary.ScanSummary`: totals, categories, the per-step chart, early
+warning; with several runs, the runs compared side by side (one row and one sparkline per run)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,44 @@ def _buckets(rows: list[dict[str, Any]], n: int) -> list[list[dict[str, Any]]]:
     return [rows[i : i + size] for i in range(0, len(rows), size)]
 
 
-def render_summary(summary: Any, category_steps: dict[tuple[str, int], dict[str, int]] | None = None) -> Group:
+def _fmt_rate(x: float | None) -> str:
+    return f"{x:.1%}" if x is not None else "-"
+
+
+def _fmt_score(x: float | None) -> str:
+    return f"{x:.2f}" if x is not None else "-"
+
+
+def runs_table(runs: list[dict[str, Any]], steps: list[dict[str, Any]]) -> Table:
+    """The runs compared: steps covered, malformed rate early → late, first warning, top categories, score trend."""
+    t = Table(title="runs compared: malformed-call rate and mean score, early → late (first → last quarter of a "
+                    "run's steps)",
+              title_justify="left", box=None, pad_edge=False)
+    for name, kw in (("run", {"no_wrap": True, "overflow": "fold", "ratio": 1, "min_width": 8}),
+                     ("steps", {"no_wrap": True}), ("calls", {"justify": "right", "no_wrap": True}),
+                     ("malformed", {"no_wrap": True}), ("per step", {"no_wrap": True}),
+                     ("warning", {"no_wrap": True}), ("score", {"no_wrap": True}),
+                     ("top category", {"overflow": "ellipsis", "no_wrap": True, "max_width": 28})):
+        t.add_column(name, **kw)
+    for r in runs:
+        seq = sorted((x for x in steps if x.get("run") == r["run"] and x["split"] == r["split"]
+                      and x["step"] is not None), key=lambda x: x["step"])
+        rates = [x["malformed_rate"] for x in seq]
+        if len(rates) > 20:
+            rates = [(sum(x["malformed_calls"] for x in g) / c) if (c := sum(x["calls"] for x in g)) else None
+                     for g in _buckets(seq, 20)]
+        ew = r["early_warning"]
+        warn = Text(f"step {ew['step']} ⚠", style="bold red") if ew else Text("none", style="green")
+        span = f"{r['first_step']}..{r['last_step']}" if r["steps"] else "-"
+        top = r["top_categories"][0] if r["top_categories"] else None
+        t.add_row(Text(r["run"]), span, f"{r['calls']:,}", f"{_fmt_rate(r['early_rate'])} → {_fmt_rate(r['late_rate'])}",
+                  sparkline(rates, 1.0 if rates else None) if rates else "", warn,
+                  f"{_fmt_score(r['early_score'])} → {_fmt_score(r['late_score'])}",
+                  Text(f"{top['category']} {top['calls']}" if top else "-"))
+    return t
+
+
+def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict[str, int]] | None = None) -> Group:
     s = summary
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
@@ -46,6 +84,14 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, int], dict[str,
             "schema checks",
             Text(f"skipped for {1 - s.schema_checked_rate:.0%} of trajectories (no tool schema: pass --tools FILE)", style="yellow"),
         )
+    engines = getattr(s, "engines", None)
+    if engines:
+        n: dict[str, int] = {}
+        for e in engines:
+            n[e["engine"]] = n.get(e["engine"], 0) + 1
+        fell = sum(1 for e in engines if e["fallback"])
+        head.add_row("engines", ", ".join(f"{k} {v} file{'s' if v != 1 else ''}" for k, v in sorted(n.items()))
+                     + (f" ({fell} fell back to records: see manifest.json)" if fell else ""))
     if s.ingest_errors:
         head.add_row("ingest errors", Text(f"{s.ingest_errors} (see ingest_errors.parquet)", style="yellow"))
     skipped = getattr(s, "skipped", None) or []
@@ -63,8 +109,13 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, int], dict[str,
             cat.add_row(name, f"{n:,}", f"{n / max(s.malformed_calls, 1):.0%}")
         parts.append(cat)
 
-    for split in sorted({r["split"] for r in s.steps}):
-        rows = [r for r in s.steps if r["split"] == split and r["step"] is not None]
+    runs = getattr(s, "runs", None) or []
+    if len(runs) > 1:
+        parts.append(runs_table(runs, s.steps))
+    for run_split in ([] if len(runs) > 1 else sorted({(r.get("run"), r["split"]) for r in s.steps},
+                                                      key=lambda k: (k[0] or "", k[1]))):
+        run, split = run_split
+        rows = [r for r in s.steps if r.get("run") == run and r["split"] == split and r["step"] is not None]
         if len(rows) < 2:
             continue
         rates = [r["malformed_rate"] for r in rows]
@@ -104,7 +155,7 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, int], dict[str,
             if category_steps:
                 agg: dict[str, int] = {}
                 for r in b:
-                    for k, v in category_steps.get((split, r["step"]), {}).items():
+                    for k, v in category_steps.get((run, split, r["step"]), {}).items():
                         agg[k] = agg.get(k, 0) + v
                 cats = ", ".join(f"{k} {v}" for k, v in sorted(agg.items(), key=lambda kv: (-kv[1], kv[0]))[:2])
             bar = "█" * int(round((r_ or 0) / vmax * 20)) if vmax else ""
@@ -112,17 +163,22 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, int], dict[str,
         parts.append(Text(f"{split} malformed rate {rows[0]['step']}→{rows[-1]['step']}: {spark}", no_wrap=True))
         parts.append(t)
 
-    if s.early_warning:
-        ew = s.early_warning
+    warned = [(r["run"], r["early_warning"]) for r in runs if r["early_warning"]] if runs else (
+        [(None, s.early_warning)] if s.early_warning else [])
+    for run, ew in warned:
+        who = f"run {run} " if len(runs) > 1 else ""
         parts.append(
             Text.assemble(
                 ("early warning: ", "bold red"),
-                f"{ew['split']} step {ew['step']} — malformed rate {ew['window_rate']:.1%} over steps "
+                f"{who}{ew['split']} step {ew['step']} — malformed rate {ew['window_rate']:.1%} over steps "
                 f"{ew['window'][0]}..{ew['window'][-1]} vs baseline {ew['baseline_rate']:.1%} "
-                f"(p = {ew['p_value']:.1e}; {ew['statistic']})",
+                f"(p = {ew['p_value']:.1e}" + (")" if who else f"; {ew['statistic']})"),
             )
         )
-    elif s.steps:
+    if len(runs) > 1 and len(warned) < len(runs):
+        quiet = ", ".join(r["run"] for r in runs if not r["early_warning"])
+        parts.append(Text(f"early warning: none for {quiet}", style="green"))
+    elif not warned and s.steps:
         parts.append(Text("early warning: none (no step rises significantly above its earlier baseline)", style="green"))
     for ex in s.ingest_error_examples[:3]:
         parts.append(Text(f"ingest error: {ex}", style="yellow"))

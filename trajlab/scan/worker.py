@@ -1,8 +1,8 @@
 """The worker side of a scan: one unit of work (consecutive small files, or one range of a big file) → part files.
 
-Clean verl dump ranges go through the ``columnar`` engine (:mod:`trajlab.scan.columnar`) together; a unit that
-is not clean is halved until the bad range is isolated, and every range the columnar engine declines -- and every
-other format -- goes through the ``records`` engine (:mod:`trajlab.scan.records`).
+The engines (:mod:`trajlab.scan.engines`) turn each range into part tables; the worker writes them, one file
+per table for the whole unit, with each range's stats (:func:`trajlab.scan.parts.write_unit_parts`) and hands
+freed memory back to the OS.
 """
 
 from __future__ import annotations
@@ -14,40 +14,20 @@ from typing import Any
 import pyarrow as pa
 
 from trajlab.ingest import FileTask
-from trajlab.scan.columnar import process_segments
+from trajlab.scan.engines import read_unit
 from trajlab.scan.options import ScanOptions
-from trajlab.scan.parts import write_parts
-from trajlab.scan.records import record_loop
+from trajlab.scan.parts import RangeParts, write_unit_parts
 
 
-def process_unit(unit: list[tuple[FileTask, str, str]], opts: ScanOptions) -> list[dict[str, Any]]:
-    """Worker: ingest + classify a unit of work given as ``(task, file sha1, part directory)`` items, and
-    write each item's part files. Returns their stats (what ``done.json`` holds)."""
-    from polars.exceptions import PanicException
-
-    results: dict[int, dict[str, pa.Table]] = {}
-    verl = [i for i, (t, _, _) in enumerate(unit) if t.fmt == "verl_jsonl" and t.container == "lines"]
-    datas = {i: read_range(unit[i][0]) for i in verl}
-
-    def columnar_pass(group: list[int]) -> None:
-        """Try ``group`` in one pass; when it is not clean, halve it (a bad file costs log2(n) retries)."""
-        try:
-            got = process_segments([(unit[i][0], datas[i], unit[i][1]) for i in group], opts)
-        except (Exception, PanicException):  # never lose a range to the fast path: the record loop decides
-            got = None
-        if got is not None:
-            results.update(zip(group, got, strict=True))
-        elif len(group) > 1:
-            columnar_pass(group[: len(group) // 2])
-            columnar_pass(group[len(group) // 2:])
-
-    if verl:
-        columnar_pass(verl)
-    stats = []
-    for i, (task, digest, part_dir) in enumerate(unit):
-        tables = results.pop(i, None) or record_loop(task, opts, digest)
-        stats.append(write_parts(task, digest, Path(part_dir), tables))
-    datas.clear()
+def process_unit(unit: list[tuple[FileTask, str, str]], opts: ScanOptions, unit_dir: str) -> list[dict[str, Any]]:
+    """Worker: ingest + classify a unit of work given as ``(task, file sha1, part directory of the file)``
+    items, write the unit's part files into ``unit_dir`` and each item's ``done.json``. Returns their stats."""
+    got = read_unit([(task, digest) for task, digest, _ in unit], opts)
+    ranges = [RangeParts(task, digest, Path(part_dir), r.tables, r.engine, r.fallback)
+              for (task, digest, part_dir), r in zip(unit, got, strict=True)]
+    del got
+    stats = write_unit_parts(Path(unit_dir), ranges)
+    del ranges
     release_memory()
     return stats
 
@@ -80,10 +60,3 @@ def release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         pass
-
-
-def read_range(task: FileTask) -> bytes:
-    """The bytes of one task's range."""
-    with open(task.path, "rb") as f:
-        f.seek(task.start)
-        return f.read(task.end - task.start)

@@ -29,7 +29,7 @@ from trajlab.model import Finding, ParsedCall, Span, TurnAnalysis, TurnContext
 from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, Issue, parsed_call, snip
 from trajlab.toolcalls.fastpath import FastTurn, read_turn, single_call
 from trajlab.toolcalls.format_foreign import find_foreign
-from trajlab.toolcalls.formats import FORMATS
+from trajlab.toolcalls.formats import FORMATS, JSON_ARGUMENT_FORMATS
 from trajlab.toolcalls.jsonbody import find_bare_json
 from trajlab.toolcalls.names import match_name
 from trajlab.toolcalls.ruleset import RuleSet, get_ruleset
@@ -50,7 +50,7 @@ from trajlab.toolcalls.verl_parser import (
 FAST_PATH = True
 _PLACEMENT = ("text_after_call", "call_inside_think")
 _OPENER = re.compile(r"<(parameter|function)=([^<>\n]*)>")
-_SPECIAL_TOKENS = re.compile(r"<\|(?:im_end|endoftext|eot_id|end|im_start)\|>")
+_SPECIAL_TOKENS = re.compile(r"<\|(?:im_end|endoftext|eot_id|end|im_start|call|return|observation)\|>|<｜end▁of▁sentence｜>")
 _BAD = ("error", "warning")
 
 
@@ -285,14 +285,21 @@ def _closed_reading(text: str, fmt: str, index: ToolIndex, rs: RuleSet, tools: A
         if tool is None:
             return None
         given = {p.name for p in d.params}
-        for a, b in d.literals or ():
+        lits = d.literals or []
+        for k, (a, b) in enumerate(lits):
             m = _OPENER.match(text, a, b)
             if m is None:
                 continue
             if m.group(1) == "parameter" and m.group(2) in tool.properties and m.group(2) not in given:
                 return None  # a declared parameter the call lacks: its `</parameter>` is missing, not text
-            if m.group(1) == "function" and m.group(2) in index.tools and standalone(text, a, b):
-                return None  # a call of a declared tool on its own lines: a new call after a cut one
+            if (m.group(1) == "function" and m.group(2) in index.tools and standalone(text, a, b) and k > 0
+                    and text.startswith("<tool_call>", lits[k - 1][0]) and standalone(text, *lits[k - 1])):
+                # a call of a declared tool on lines of its own, with parameters it declares: a new call after a
+                # cut one (not when its parameters do not fit the tool: then it is text about a call)
+                names = [m2.group(2) for a2, b2 in lits[k + 1:]
+                         if (m2 := _OPENER.match(text, a2, b2)) is not None and m2.group(1) == "parameter"]
+                if all(x in index.tools[m.group(2)].properties for x in names):
+                    return None
     _turn_facts(text, drafts, [], ctx)
     vcalls = verl_calls(text, fmt, index)
     calls: list[ParsedCall] = []
@@ -321,7 +328,7 @@ def _scan(text: str, fmt: str, segments: list[tuple[int, int, bool]], has_foreig
     for lo, hi, in_think in segments:
         if hi <= lo or (not rs.foreign_untriggered and not rs.has_literal(text, lo, hi)):
             continue
-        seg_drafts = find_foreign(text, lo, hi, rs) if has_foreign else []
+        seg_drafts = find_foreign(text, lo, hi, rs, rs.own_foreign.get(fmt, ())) if has_foreign else []
         excluded = [(d.start, d.end) for d in seg_drafts]
         if fmt_mod is not None:
             cds, tis = fmt_mod.find_calls(text, lo, hi, rs, excluded, spans=want_spans, fast=FAST_PATH)
@@ -331,9 +338,9 @@ def _scan(text: str, fmt: str, segments: list[tuple[int, int, bool]], has_foreig
         if text.find('"name"', lo, hi) >= 0 or text.find('"function"', lo, hi) >= 0:
             occupied = [(d.start, d.end) for d in seg_drafts]
             for d in find_bare_json(text, lo, hi, occupied, rs):
-                if fmt == "qwen3_coder":
+                if fmt != "hermes" and fmt in FORMATS:
                     d.add("format_mismatch", "json_in_xml_call", d.start, d.end, found="a bare JSON (hermes) call",
-                          expected="qwen3_coder")
+                          expected=fmt)
                 seg_drafts.append(d)
         if in_think:
             # reasoning may quote call fragments; only a real <tool_call> block inside <think> is executed by
@@ -616,7 +623,7 @@ def _list(names: tuple[str, ...] | None, limit: int = 12) -> str:
 
 
 def _arguments(d: CallDraft, props: dict[str, Any]) -> Any:
-    if d.json_args is MISSING and d.fmt == "hermes":
+    if d.json_args is MISSING and (d.fmt == "hermes" or d.fmt in JSON_ARGUMENT_FORMATS):
         return None  # the JSON did not decode: no arguments
     if d.json_args is not MISSING:
         a = d.json_args
@@ -685,7 +692,11 @@ def _check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, 
             shown = last.raw
         else:
             val = last.value
-            if d.coerce_strings and isinstance(val, str):
+            fobj = FORMATS.get(d.fmt) if last.written is not None else None  # (a format's own value check first)
+            tc = fobj.check_value(last.written, val, prop) if fobj is not None else None
+            if tc is not None:
+                pass
+            elif d.coerce_strings and isinstance(val, str):
                 tc = check_xml_value(val, prop)
             else:
                 tc = check_json_value(val, prop)

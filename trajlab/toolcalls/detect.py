@@ -2,8 +2,11 @@
 
 The prompt's instructions decide first (the Qwen3.5/3.6/Qwen3-Coder block with
 ``<function=example_function_name>`` vs the Hermes block ``{"name": <function-name>, "arguments":
-<args-json-object>}``; markers are data in ``rules/formats/<format>.yaml``), then how the tools are rendered
-(Qwen3-Coder's XML tool list), then what the output itself contains.
+<args-json-object>}``, GLM's ``<tool_call>{function-name}<arg_key>...`` block, Kimi's ``tool_declare`` turn, the
+DeepSeek-V3.1 tool-use block, gpt-oss's ``namespace functions {``; markers are data in
+``rules/formats/<format>.yaml``), then how the tools are rendered (Qwen3-Coder's XML tool list, Kimi's
+``tool_declare`` array, DeepSeek's ``### NAME`` blocks, harmony's TypeScript namespace), then what the output
+itself contains.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ from trajlab.toolcalls.analyze import detect_output_format
 from trajlab.toolcalls.formats import FORMATS
 from trajlab.toolcalls.ruleset import get_ruleset
 
+#: the format a tool-list rendering implies (``tools_source`` of :func:`trajlab.ingest.tool_schemas.tools_from_prompt`)
+SOURCE_FORMATS = {"prompt_xml": "qwen3_coder", "prompt_kimi": "kimi_k2", "prompt_deepseek": "deepseek_v31",
+                  "prompt_typescript": "gpt_oss"}
 _NO_SUFFIX = re.compile(r"\bONLY\s+reply\b[^\n]{0,200}?\bNO\s+suffix", re.IGNORECASE)
 
 
 def detect_tool_format(input_text: str, output_text: str = "", *, tools_source: str | None = None) -> str:
-    """``qwen3_coder`` | ``hermes`` | ``none`` for a trajectory with this prompt and output.
+    """The call format (a name of :data:`~trajlab.toolcalls.formats.FORMATS`, or ``none``) of a trajectory with
+    this prompt and output.
 
     When a prompt carries both instruction blocks, the one written last wins (it is the one the template
     appended for this conversation).
@@ -35,8 +42,8 @@ def detect_tool_format(input_text: str, output_text: str = "", *, tools_source: 
                 best, best_pos = name, pos
     if best != "none":
         return best
-    if tools_source == "prompt_xml":
-        return "qwen3_coder"
+    if tools_source in SOURCE_FORMATS:
+        return SOURCE_FORMATS[tools_source]
     return detect_output_format(output_text or "", rs) if output_text else "none"
 
 

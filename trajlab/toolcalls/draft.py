@@ -54,6 +54,7 @@ class ParamDraft:
     value: Any
     value_start: int
     value_end: int
+    written: str | None = None  # the value as written, where ``value`` is its conversion (glm: verl's json.loads)
 
 
 @dataclass(slots=True)

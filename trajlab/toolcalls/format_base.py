@@ -9,14 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from trajlab.toolcalls.draft import CallDraft, Issue
+from trajlab.toolcalls.draft import CallDraft, Issue, Ranges
 from trajlab.toolcalls.ruleset import RuleSet
 
 
 class ToolFormat:
-    """One call format: a scanner that finds calls in text, and the canonical renderer."""
+    """One call format: a scanner that finds calls in text, and the canonical renderer.
+
+    Class attributes a format may set:
+
+    * ``json_arguments``: the arguments are one JSON object (``kimi_k2``, ``deepseek_v31``, ``gpt_oss``): a body
+      that does not decode gives no arguments;
+    * ``family``: the model family, shown by ``trajlab rules list`` and the README's format table.
+    """
 
     name: str = ""
+    json_arguments: bool = False
+    family: str = ""
 
     def find_calls(
         self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]], spans: bool = True,
@@ -39,3 +48,36 @@ class ToolFormat:
     def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
         """Like :meth:`render` from raw string values (kept verbatim where the format allows it)."""
         return self.render(name, dict(params))
+
+    def render_many(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
+        """Several calls as one assistant turn renders them (formats with a call section override it)."""
+        return "\n".join(self.render(n, a) for n, a in calls)
+
+    def check_value(self, written: str, value: Any, prop: Any) -> Any:
+        """A format's own type check of one value written as ``written`` and converted to ``value``
+        (a :class:`~trajlab.toolcalls.schema.TypeCheck`), or ``None`` for the shared JSON check."""
+        return None
+
+
+def tool_call_blocks(fmt: str, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
+                     spans: bool = True, fast: bool = True) -> list[CallDraft]:
+    """``<tool_call>`` blocks (hermes JSON or qwen3_coder XML) in a trajectory of format ``fmt``, whose own markup
+    is something else (kimi_k2, deepseek_v31, gpt_oss): each is a ``format_mismatch`` call, re-rendered on repair."""
+    if text.find("<tool_call>", lo, hi) < 0:
+        return []
+    from trajlab.toolcalls.formats import FORMATS
+
+    xml = text.find("<function=", lo, hi) >= 0
+    other = FORMATS["qwen3_coder" if xml else "hermes"]
+    occ = Ranges(excluded) if excluded else None
+    drafts, _issues = other.find_calls(text, lo, hi, rs, excluded, spans, fast)
+    out: list[CallDraft] = []
+    for d in drafts:
+        if occ is not None and occ.covering(d.start) >= 0:
+            continue
+        if not any(i.category == "format_mismatch" for i in d.issues):
+            d.add("format_mismatch", "other_family_call", d.start, d.end,
+                  found=f"a {other.name} `<tool_call>` call", expected=fmt)
+        d.rerender = True
+        out.append(d)
+    return out

@@ -12,8 +12,11 @@ from trajlab.toolcalls.draft import CallDraft, ParamDraft
 from trajlab.toolcalls.ruleset import RuleSet
 
 
-def find_foreign(text: str, lo: int, hi: int, rs: RuleSet) -> list[CallDraft]:
-    """Foreign call blocks in ``text[lo:hi]``, in text order (one regex search per family)."""
+def find_foreign(text: str, lo: int, hi: int, rs: RuleSet, skip: tuple[str, ...] = ()) -> list[CallDraft]:
+    """Foreign call blocks in ``text[lo:hi]``, in text order (one regex search per family).
+
+    ``skip``: family ids that are the trajectory's own format (``rules/formats/<name>.yaml`` ``foreign_families``).
+    """
     if rs.foreign_any is None:
         return []
     if not rs.foreign_untriggered and not any(text.find(t, lo, hi) >= 0 for t in rs.foreign_literals):
@@ -22,6 +25,8 @@ def find_foreign(text: str, lo: int, hi: int, rs: RuleSet) -> list[CallDraft]:
         return []
     found: list[CallDraft] = []
     for fam in rs.foreign_families:
+        if fam.id in skip:
+            continue
         for m in fam.pattern.finditer(text, lo, hi):
             s, e = m.span()
             if e <= s or (found and any(d.start <= s < d.end for d in found[-8:])):

@@ -66,8 +66,7 @@ def literal_frames(text: str, frames: list[_Frame], hi: int) -> tuple[list[_Fram
     """Split the frames into the call structure and tag text inside the JSON strings of a call.
 
     A ``<tool_call>`` or ``</tool_call>`` written inside a JSON string (an agent writing a file that mentions
-    the markup) is text when the call's object that holds the string is complete (its braces balance before
-    ``hi``). Only looked at when a turn has more than two frames."""
+    the markup) is text when the call's object that holds the string is complete and valid JSON. Only looked at when a turn has more than two frames."""
     if len(frames) < 3:
         return frames, []
     out: list[_Frame] = []
@@ -98,6 +97,10 @@ def literal_frames(text: str, frames: list[_Frame], hi: int) -> tuple[list[_Fram
                     end = m.end()
                     break
         if end < 0:
+            continue
+        try:  # only a valid object says for sure which text lies inside its strings
+            json.loads(text[p:end])
+        except (ValueError, RecursionError):
             continue
         while i < n and frames[i].start < end:
             g = frames[i]
@@ -260,6 +263,7 @@ class HermesFormat(ToolFormat):
     """``<tool_call>\\n{"name": NAME, "arguments": {...}}\\n</tool_call>``."""
 
     name = "hermes"
+    family = "Qwen2.5, Qwen3, Qwen3-Next"
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
@@ -274,3 +278,6 @@ class HermesFormat(ToolFormat):
 
     def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
         return self.render(name, dict(params))
+
+
+FORMATS_PROVIDED: tuple[ToolFormat, ...] = (HermesFormat(),)

@@ -204,7 +204,8 @@ def literal_tags(text: str, toks: list[Tok]) -> tuple[list[Tok], list[Tok]]:
     call begins, and
 
     * it is a ``</parameter>`` that cannot end the value (text follows it on the line), or one followed by
-      another ``</parameter>`` before the next opening tag (the last of them ends the value);
+      another ``</parameter>`` before the next opening tag that starts structure (the last of them ends the
+      value);
     * it is written inside a line, with other text beside it -- ``x = "<tool_call>"``, ``doc = "<parameter=path>"``,
       ``s = "</function>"`` (a ``<parameter=`` right after a letter or digit is where a compact call that forgot
       ``</parameter>`` puts the next parameter: structure);
@@ -228,9 +229,11 @@ def literal_tags(text: str, toks: list[Tok]) -> tuple[list[Tok], list[Tok]]:
     opened: dict[tuple[int, str | None], int] = {}
     r = 0
     for k, t in enumerate(toks):
-        alone[k] = standalone(text, t.start, t.end)
-    starts = [t.kind == CO and alone[k] and k + 1 < n and toks[k + 1].kind == FO
-              and not text[t.end:toks[k + 1].start].strip() and _starts_call(toks, k) for k, t in enumerate(toks)]
+        alone[k] = standalone(text, t.start, t.end) or t.kind == PO and _compact_parameter(text, t)
+    # a call starts at a `<tool_call>` on its own line that opens a complete call, or that follows a `</tool_call>`
+    starts = [t.kind == CO and alone[k] and (
+        k + 1 < n and toks[k + 1].kind == FO and not text[t.end:toks[k + 1].start].strip() and _starts_call(toks, k)
+        or k > 0 and toks[k - 1].kind == CC and not text[toks[k - 1].end:t.start].strip()) for k, t in enumerate(toks)]
     for k, t in enumerate(toks):
         if starts[k]:
             r += 1
@@ -249,8 +252,11 @@ def literal_tags(text: str, toks: list[Tok]) -> tuple[list[Tok], list[Tok]]:
     run_pc = False
     for k in range(n - 1, -1, -1):
         kind = toks[k].kind
-        if kind in (CO, FO, PO):
-            run_pc = False
+        after = toks[k - 1].kind if k > 0 and not text[toks[k - 1].end:toks[k].start].strip() else -1
+        if starts[k] or kind == PO and (alone[k] or after == PC) or (
+                kind == FO and alone[k] and _function_block(toks, k)) or (
+                kind == CO and after == CC and k + 1 < n and toks[k + 1].kind == FO and _starts_call(toks, k)):
+            run_pc = False  # (an opener that starts structure: a call, a function or parameter on its own line)
         elif kind == PC and closes[k]:
             if run_pc:
                 closes[k] = False
@@ -315,12 +321,26 @@ def literal_tags(text: str, toks: list[Tok]) -> tuple[list[Tok], list[Tok]]:
     return out, lit
 
 
+def _compact_parameter(text: str, t: Tok) -> bool:
+    """A ``<parameter=NAME>`` at the start of its line whose ``</parameter>`` follows on the same line."""
+    eol = text.find("\n", t.end)
+    line_end = len(text) if eol < 0 else eol
+    # (standalone with the tag's own `<` as what follows it: only the text before it on its line is looked at)
+    return standalone(text, t.start, t.start) and text.find("</parameter", t.end, line_end) >= 0
+
+
 def _starts_call(toks: list[Tok], i: int) -> bool:
     """Whether the ``<tool_call>`` at ``i`` opens a complete call, or one the end of the text cuts short."""
     j = next((x for x in range(i + 1, len(toks)) if toks[x].kind in (CC, CO)), -1)
     if j < 0:
         return True  # (a call cut by the end of the text)
     return toks[j].kind == CC and _well_formed(toks, i, j)
+
+
+def _function_block(toks: list[Tok], i: int) -> bool:
+    """Whether the ``<function=`` at ``i`` opens a complete function (its parameters closed)."""
+    j = next((x for x in range(i + 1, len(toks)) if toks[x].kind in (FC, FO, CO, CC)), -1)
+    return j >= 0 and toks[j].kind == FC and _well_formed(toks, i, j)
 
 
 def _well_formed(toks: list[Tok], i: int, j: int) -> bool:
@@ -1196,6 +1216,7 @@ class Qwen3CoderFormat(ToolFormat):
     """``<tool_call><function=NAME><parameter=P>VALUE</parameter></function></tool_call>``."""
 
     name = "qwen3_coder"
+    family = "Qwen3-Coder, Qwen3.5, Qwen3.6"
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
@@ -1232,3 +1253,6 @@ class Qwen3CoderFormat(ToolFormat):
 
 
 __all__ = ["Qwen3CoderFormat"]
+
+
+FORMATS_PROVIDED: tuple[ToolFormat, ...] = (Qwen3CoderFormat(),)

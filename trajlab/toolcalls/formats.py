@@ -1,16 +1,35 @@
-"""Registry of the call formats trajlab classifies: one ``format_<name>.py`` module each."""
+"""Registry of the call formats trajlab classifies: one ``format_<name>.py`` module each.
+
+Each module in :data:`FORMAT_MODULES` defines ``FORMATS_PROVIDED``, a tuple of :class:`ToolFormat` instances (one
+module may provide several layouts of one family, e.g. ``glm45`` and ``glm47``). The registry imports them by name,
+so adding a format is one module plus one entry here and ``rules/formats/<name>.yaml``; the analyzer, detection,
+turn splitting, ``--tool-format`` and ``trajlab rules list`` all read this registry.
+"""
 
 from __future__ import annotations
 
-from trajlab.toolcalls.format_base import ToolFormat
-from trajlab.toolcalls.format_hermes import HermesFormat
-from trajlab.toolcalls.format_qwen3_coder import Qwen3CoderFormat
+from importlib import import_module
 
-FORMATS: dict[str, ToolFormat] = {
-    "qwen3_coder": Qwen3CoderFormat(),
-    "hermes": HermesFormat(),
-}
+from trajlab.toolcalls.format_base import ToolFormat
+
+#: the format modules, in detection order (qwen3_coder before hermes: `<function=` is the sharper marker)
+FORMAT_MODULES: tuple[str, ...] = ("qwen3_coder", "hermes", "glm", "kimi_k2", "deepseek_v31", "gpt_oss")
+
+
+def _load() -> dict[str, ToolFormat]:
+    out: dict[str, ToolFormat] = {}
+    for mod_name in FORMAT_MODULES:
+        mod = import_module(f"trajlab.toolcalls.format_{mod_name}")
+        for fmt in getattr(mod, "FORMATS_PROVIDED", ()):
+            out[fmt.name] = fmt
+    return out
+
+
+FORMATS: dict[str, ToolFormat] = _load()
 
 KNOWN_FORMATS: tuple[str, ...] = tuple(FORMATS)
 
-__all__ = ["FORMATS", "KNOWN_FORMATS", "ToolFormat"]
+#: formats whose arguments are one JSON object (undecodable JSON = no arguments)
+JSON_ARGUMENT_FORMATS: frozenset[str] = frozenset(n for n, f in FORMATS.items() if f.json_arguments)
+
+__all__ = ["FORMATS", "FORMAT_MODULES", "JSON_ARGUMENT_FORMATS", "KNOWN_FORMATS", "ToolFormat"]

@@ -471,6 +471,64 @@ def fill_json_call(d: CallDraft, text: str, bs: int, be: int, rs: RuleSet, *, at
     return dec
 
 
+def fill_json_arguments(d: CallDraft, text: str, bs: int, be: int, rs: RuleSet, *, at_end: bool = False,
+                        spans: bool = True, fmt: str = "") -> Decoded:
+    """Decode ``text[bs:be]``, a body that is the *arguments object alone* (kimi_k2, deepseek_v31, gpt_oss), into
+    ``d``: arguments, parameters, issues (``invalid_json`` / ``invalid_arguments`` / ``truncated_call``) and spans.
+
+    A JSON string that holds an object (arguments double-encoded, as the gpt-oss template's ``tojson`` renders a
+    string ``arguments``) is read as that object and reported ``invalid_arguments/arguments_string``.
+    """
+    body = text[bs:be]
+    dec = decode_body(body, rs, at_end=at_end)
+    for f in dec.found:
+        if f.category == "format_mismatch":
+            f.params["expected"] = fmt or f.params.get("expected", "")
+        d.add(f.category, f.variant, bs + f.start, bs + f.end, blocker=f.blocker, **f.params)
+    whole = (bs + len(body) - len(body.lstrip()), bs + len(body.rstrip()))
+    if dec.truncated:
+        d.add("truncated_call", "inside_json", bs, be, where="inside the JSON arguments",
+              blocker="the output ends inside the call, the rest cannot be recovered")
+    obj = dec.obj
+    if obj is not MISSING and isinstance(obj, str):
+        try:
+            inner = json.loads(obj)
+        except Exception:
+            inner = MISSING
+        if isinstance(inner, dict):
+            d.add("invalid_arguments", "arguments_string", *whole,
+                  problem="gives the arguments as a JSON-encoded string (double-encoded)")
+            obj = inner
+            d.rerender = True
+    members: list[Member] = []
+    if obj is not MISSING:
+        if isinstance(obj, dict):
+            d.json_args = obj
+            if dec.repaired:
+                d.rerender = True
+            d.coerce_strings = dec.coerce
+            members = (walk_valid(text, bs, be) if not dec.repaired and not d.rerender else None) or walk(text, bs, be)
+            located = {mb.key: mb for mb in members if mb.depth == 1}
+            if not d.rerender and len(located) == len(obj) and all(k in located for k in obj):
+                for mb in members:
+                    if mb.depth == 1:  # (each occurrence's own value: a duplicated key has several)
+                        try:
+                            val = json.loads(text[mb.vs:mb.ve]) if mb.vs >= 0 else obj.get(mb.key)
+                        except (ValueError, RecursionError):
+                            val = obj.get(mb.key)
+                        d.params.append(ParamDraft(mb.key, mb.ks, mb.ke, None, val, mb.vs, mb.ve))
+            else:
+                for k, v in obj.items():
+                    d.params.append(ParamDraft(str(k), -1, -1, None, v, -1, -1))
+        else:
+            d.add("invalid_arguments", "arguments_not_object", *whole,
+                  problem=f"gives the arguments as a JSON {type(obj).__name__}, not an object",
+                  blocker="the arguments are not an object")
+    if spans:
+        json_spans(d, text, bs, be, members)
+    return dec
+
+
 def _json_params(d: CallDraft, members: list[Member], sh: Shape, text: str) -> None:
     if sh.name_key is not None:
         for mb in members:

@@ -88,6 +88,26 @@ class RuleSet:
                 raise TrajlabError(f"rules formats/{name}.yaml: expected a mapping")
             self.formats[name] = data
         self.prompt_markers = {n: tuple(str(m) for m in d.get("prompt_markers") or ()) for n, d in self.formats.items()}
+        # per format: literals its calls contain (prefilters), the foreign families that are its own markup (not
+        # foreign when the trajectory uses it), and variants it adds to the taxonomy's categories
+        self.format_literals = {n: tuple(str(x) for x in d.get("call_literals") or ()) for n, d in self.formats.items()}
+        self.own_foreign = {n: tuple(str(x) for x in d.get("foreign_families") or ()) for n, d in self.formats.items()}
+        for n, d in self.formats.items():
+            _merge_variants(cats, d.get("variants"), f"formats/{n}.yaml")
+        # per format: explanation templates that replace a category's (`messages`), and what the family's own
+        # parsers do with such a call (`parser_notes`, appended); keys are `category` or `category/variant`
+        self.format_messages = {n: {str(k): str(v) for k, v in (d.get("messages") or {}).items()}
+                                for n, d in self.formats.items()}
+        self.parser_notes = {n: {str(k): str(v).strip() for k, v in (d.get("parser_notes") or {}).items()}
+                             for n, d in self.formats.items()}
+        # per format: severities of shared variants (`category/variant: severity`), e.g. an unclosed call that
+        # this family's verl parser drops
+        self.format_severities = {n: {str(k): str(v) for k, v in (d.get("severities") or {}).items()}
+                                  for n, d in self.formats.items()}
+        for n, sevs in self.format_severities.items():
+            bad = [k for k, v in sevs.items() if v not in SEVERITIES]
+            if bad:
+                raise TrajlabError(f"rules formats/{n}.yaml severities: {bad[0]!r} must be one of {', '.join(SEVERITIES)}")
         self.output_markers = {
             n: re.compile("|".join(f"(?:{p})" for p in d.get("output_markers") or ()) or r"(?!x)x")
             for n, d in self.formats.items()
@@ -155,6 +175,8 @@ class RuleSet:
         # that contains none of these has no call markup at all
         self.call_literals = ("<tool_call", "</tool_call", "<function", "</function", "<parameter", "</parameter",
                               '"name', '"function')
+        extra = [lit for lits in self.format_literals.values() for lit in lits if lit and lit not in self.call_literals]
+        self.call_literals += tuple(dict.fromkeys(extra))
         self.foreign_literals = tuple(f.trigger for f in fams if f.trigger)
         self.foreign_untriggered = any(f.trigger is None for f in fams)
         self.turn_literals = (*self.call_literals, "</think>", "<think>", *self.foreign_literals)
@@ -180,6 +202,11 @@ class RuleSet:
         cat = self.categories.get(category)
         if cat is None:
             return "warning"
+        own = self.format_severities.get(fmt)
+        if own:
+            sev = own.get(f"{category}/{variant}") or own.get(category)
+            if sev is not None:
+                return sev
         var = cat.variants.get(variant) or {}
         sev = var.get("severity")
         if isinstance(sev, dict):
@@ -240,10 +267,25 @@ class RuleSet:
             return sev, None, None, "", category, rule_id
         var = cat.variants.get(variant or "", {}) or {}
         detail = var.get("detail")
+        fmsgs = self.format_messages.get(fmt) or {}
+        template = var.get("explanation") or fmsgs.get(f"{category}/{variant}") or fmsgs.get(category) \
+            or cat.explanation
+        notes = self.parser_notes.get(fmt) or {}
+        note = notes.get(f"{category}/{variant}")
+        if note is not None:
+            detail = None  # a note for this exact variant replaces the variant's (other formats') detail
+        else:
+            note = notes.get(category)
         suffix = ""
         if isinstance(detail, str) and detail and "{" not in detail and "}" not in detail:
             suffix = " " + detail  # (format_map returns a text without braces unchanged)
-        return sev, var.get("explanation") or cat.explanation, detail, suffix, cat.generic or cat.description, rule_id
+        if note:  # what this family's parsers do with the call: a plain sentence after the explanation
+            if suffix or not detail:
+                suffix += " " + note
+                detail = None
+            else:
+                detail = f"{detail} " + note.replace("{", "{{").replace("}", "}}")
+        return sev, template, detail, suffix, cat.generic or cat.description, rule_id
 
     def has_literal(self, text: str, lo: int, hi: int) -> bool:
         """Whether ``text[lo:hi]`` holds any call literal (``<tool_call``, ``"name``, ...) that a scanner reads."""
@@ -253,6 +295,25 @@ class RuleSet:
                     if text.find(lit, lo, hi) >= 0:
                         return True
         return False
+
+
+def _merge_variants(cats: dict[str, CategoryDef], spec: Any, where: str) -> None:
+    """Add a format file's ``variants: {category: {variant: {...}}}`` to the taxonomy (existing ones are kept)."""
+    if not spec:
+        return
+    if not isinstance(spec, dict):
+        raise TrajlabError(f"rules {where}: 'variants' must be a mapping of category -> variants")
+    for cid, vs in spec.items():
+        if cid not in cats:
+            raise TrajlabError(f"rules {where}: variants for unknown category {cid!r}")
+        if not isinstance(vs, dict):
+            raise TrajlabError(f"rules {where} variants {cid!r}: expected a mapping")
+        for vid, v in vs.items():
+            v = v or {}
+            sev = v.get("severity") if isinstance(v, dict) else None
+            if not isinstance(v, dict) or (sev is not None and sev not in SEVERITIES):
+                raise TrajlabError(f"rules {where} variant {cid}/{vid}: expected a mapping with a valid severity")
+            cats[cid].variants.setdefault(str(vid), v)
 
 
 def _compile(pattern: Any, where: str, flags: int = 0) -> re.Pattern[str]:

@@ -40,7 +40,7 @@ def explain(category: str, **params: Any) -> str:
 
 
 def list_rules(rules_dirs: Any = ()) -> list[dict[str, Any]]:
-    """Every loaded rule: taxonomy categories (with their variants) and user regex rules."""
+    """Every loaded rule: taxonomy categories (with their variants), the call formats and user regex rules."""
     rs = get_ruleset(rules_dirs)
     out: list[dict[str, Any]] = []
     for cid, c in rs.categories.items():
@@ -52,6 +52,18 @@ def list_rules(rules_dirs: Any = ()) -> list[dict[str, Any]]:
             "repairable": c.repairable,
             "variants": sorted(c.variants),
             "source": c.source,
+        })
+    from trajlab.toolcalls.formats import FORMATS
+
+    for name, fmt in FORMATS.items():
+        spec = rs.formats.get(name) or {}
+        out.append({
+            "kind": "format",
+            "id": name,
+            "family": fmt.family or name,
+            "description": str(spec.get("description") or ""),
+            "parser_notes": len(rs.parser_notes.get(name) or {}),
+            "source": "builtin",
         })
     for r in rs.regex_rules:
         out.append({

@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Generate the per-family sample runs: small seeded verl V1 dumps of GLM-4.5, Kimi-K2, DeepSeek-V3.1 and gpt-oss
+tool runs, each rotting in its family's own ways after step ``ONSET``.
+
+Run ``python sample_data/generate_families.py`` (stdlib only) to (re)write ``sample_data/<family>_run/rollout/
+{1..STEPS}.jsonl``; the output is byte-for-byte identical on every run (fixed seeds, no clocks). Sibling of
+``generate.py`` (the Qwen runs); the story and the rates are in ``sample_data/README.md``.
+
+Each run renders prompts and outputs as that family's chat template does and as a verl dump shows them
+(call-formats.md): GLM-4.5 with its special tokens (``[gMASK]<sop>``, role tokens) dropped by the decode, Kimi-K2 with its markers kept (decoded
+with ``skip_special_tokens=False``, as vLLM and verl do for Kimi), DeepSeek-V3.1 markers kept (they are ordinary
+tokens), gpt-oss harmony with its markers dropped (a plain ``skip_special_tokens=True`` dump). Malformed calls are
+rare (2%) until ``ONSET``, then climb to ``FINAL_RATE`` at the last step; the defects are each family's own
+(:data:`DEFECTS`).
+
+Reusable API: :func:`iter_step` yields ``(record, labels)`` for one step of one family, where ``labels`` lists
+the intended defect of every call (``""`` for a well-formed call).
+"""
+
+import argparse
+import json
+import random
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+SEED = 20261201
+HERE = Path(__file__).resolve().parent
+STEPS = 30
+ONSET = 18
+BASE_RATE = 0.02
+FINAL_RATE = 0.5
+PROMPTS_PER_STEP = 2
+ROLLOUTS = 4
+FAMILIES = ("glm45", "kimi_k2", "deepseek_v31", "gpt_oss")
+
+TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Current weather and forecast for a city.",
+                                      "parameters": {"type": "object", "properties": {
+                                          "city": {"type": "string", "description": "City name."},
+                                          "days": {"type": "integer", "description": "Forecast days."}},
+                                          "required": ["city"]}}},
+    {"type": "function", "function": {"name": "search", "description": "Search the web.",
+                                      "parameters": {"type": "object", "properties": {
+                                          "query": {"type": "string", "description": "Search query."}},
+                                          "required": ["query"]}}},
+]
+CITIES = ("Beijing", "Lisbon", "Oslo", "Nairobi", "Lima", "Hanoi", "Quebec", "Tbilisi", "Perth", "Bergen")
+WEATHER = ("sunny", "light rain", "overcast", "snow showers", "windy", "foggy")
+
+#: each family's defects (name, weight) once the run rots
+DEFECTS: dict[str, tuple[tuple[str, float], ...]] = {
+    "glm45": (("garbled_name", 3), ("value_unclosed", 2), ("missing_close", 2), ("json_inside", 1),
+              ("layout", 1)),
+    "kimi_k2": (("garbled_name", 2), ("invalid_json", 3), ("openai_id", 2), ("missing_separator", 1),
+                ("truncated", 1)),
+    "deepseek_v31": (("garbled_name", 2), ("invalid_json", 3), ("v3_layout", 2), ("lookalike", 1),
+                     ("unclosed_call", 1)),
+    "gpt_oss": (("garbled_name", 2), ("invalid_json", 3), ("analysis_channel", 2), ("double_encoded", 1),
+                ("truncated", 1)),
+}
+
+
+def malformed_rate(step: int) -> float:
+    if step <= ONSET:
+        return BASE_RATE
+    return BASE_RATE + (FINAL_RATE - BASE_RATE) * (step - ONSET) / (STEPS - ONSET)
+
+
+# -- prompts ----------------------------------------------------------------------------------------------------
+
+def prompt(family: str, question: str) -> str:
+    """The decoded prompt of one question, as the family's template renders it (special tokens dropped where the
+    verl dump drops them)."""
+    fns = [t["function"] for t in TOOLS]
+    if family == "glm45":
+        lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in TOOLS)
+        return ("\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n" + lines +
+                "\n</tools>\n\nFor each function call, output the function name and arguments within the following "
+                "XML format:\n<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}"
+                "</arg_value>\n<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}</arg_value>\n...\n"
+                "</tool_call>\n" + question + "\n")
+    if family == "kimi_k2":
+        return ("<|im_system|>tool_declare<|im_middle|>" + json.dumps(TOOLS, ensure_ascii=False) + "<|im_end|>"
+                "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>"
+                "<|im_user|>user<|im_middle|>" + question + "<|im_end|><|im_assistant|>assistant<|im_middle|>")
+    if family == "deepseek_v31":
+        tools = "".join(f"### {f['name']}\nDescription: {f['description']}\n\nParameters: "
+                        f"{json.dumps(f['parameters'], ensure_ascii=False)}\n\n" for f in fns)
+        return ("## Tools\nYou have access to the following tools:\n\n" + tools +
+                "IMPORTANT: ALWAYS adhere to this exact format for tool use:\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+                "tool_call_name<｜tool▁sep｜>tool_call_arguments<｜tool▁call▁end｜>{{additional_tool_calls}}"
+                "<｜tool▁calls▁end｜>\n\nWhere:\n\n- `tool_call_name` must be an exact match to one of the available "
+                "tools\n- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters "
+                "Schema\n- For multiple tool calls, chain them directly without separators or spaces\n"
+                "<｜User｜>" + question + "<｜Assistant｜></think>")
+    ts = []
+    for f in fns:
+        props = f["parameters"]["properties"]
+        req = f["parameters"].get("required", [])
+        body = "".join(f"// {p['description']}\n{k}{'' if k in req else '?'}: "
+                       f"{'number' if p['type'] == 'integer' else p['type']},\n" for k, p in props.items())
+        ts.append(f"// {f['description']}\ntype {f['name']} = (_: {{\n{body}}}) => any;\n")
+    return ("systemYou are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n\n"
+            "Reasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+            "message.\nCalls to these tools must go to the commentary channel: 'functions'.developer# Instructions"
+            "\n\nAnswer weather questions.\n\n# Tools\n\n## functions\n\nnamespace functions {\n\n" + "\n".join(ts) +
+            "\n} // namespace functions" + "user" + question + "assistant")
+
+
+# -- calls ------------------------------------------------------------------------------------------------------
+
+def _garble(rng: random.Random, name: str) -> str:
+    return name + rng.choice(("英文", "_v2", "s", "明确"))
+
+
+def call_text(family: str, name: str, args: dict[str, Any], idx: int, defect: str, rng: random.Random) -> str:
+    """One call (or, for section families, one call inside its section) with ``defect`` applied."""
+    if defect == "garbled_name":
+        name = _garble(rng, name)
+    js = json.dumps(args, ensure_ascii=False)
+    if defect == "invalid_json":
+        js = rng.choice((js[:-1], js.replace('": ', '": ,', 1) if len(args) > 1 else js[:-1] + ",}",
+                         "{" + js))
+    if family == "glm45":
+        if defect == "json_inside":
+            return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}, ensure_ascii=False) + "\n</tool_call>"
+        vals = [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in args.items()]
+        sep = " " if defect == "layout" else "\n"
+        parts = []
+        for i, (k, v) in enumerate(vals):
+            close = "" if defect == "value_unclosed" and i == 0 and len(vals) > 1 else "</arg_value>"
+            parts.append(f"<arg_key>{k}</arg_key>{sep}<arg_value>{v}{close}{sep}")
+        return f"<tool_call>{name}{sep}{''.join(parts)}" + ("" if defect == "missing_close" else "</tool_call>")
+    if family == "kimi_k2":
+        cid = rng.choice(("call_", "call_0")) + uuid.UUID(int=rng.getrandbits(128)).hex[:24] \
+            if defect == "openai_id" else f"functions.{name}:{idx}"
+        sep = "" if defect == "missing_separator" else "<|tool_call_argument_begin|>"
+        if defect == "truncated":
+            return f"<|tool_calls_section_begin|><|tool_call_begin|>{cid}{sep}{js[:len(js) // 2]}"
+        return (f"<|tool_calls_section_begin|><|tool_call_begin|>{cid}{sep}{js}<|tool_call_end|>"
+                "<|tool_calls_section_end|>")
+    if family == "deepseek_v31":
+        begin = "<|tool▁calls▁begin|>" if defect == "lookalike" else "<｜tool▁calls▁begin｜>"
+        if defect == "v3_layout":
+            body = f"function<｜tool▁sep｜>{name}\n```json\n{js}\n```"
+        else:
+            body = f"{name}<｜tool▁sep｜>{js}"
+        end = "" if defect == "unclosed_call" else "<｜tool▁call▁end｜>"
+        return f"{begin}<｜tool▁call▁begin｜>{body}{end}<｜tool▁calls▁end｜>"
+    # gpt-oss, as a skip_special_tokens=True dump shows it
+    chan = "analysis" if defect == "analysis_channel" else "commentary"
+    if defect == "double_encoded":
+        js = json.dumps(js)
+    if defect == "truncated":
+        js = js[:len(js) // 2]
+    return f"{chan} to=functions.{name} json{js}"
+
+
+def tool_block(family: str, name: str, idx: int, result: str) -> str:
+    """The tool-response scaffolding between two assistant turns, as the dump shows it."""
+    if family == "glm45":
+        return f"\n<tool_response>\n{result}\n</tool_response>"
+    if family == "kimi_k2":
+        return (f"<|im_end|><|im_system|>tool<|im_middle|>## Return of functions.{name}:{idx}\n{result}<|im_end|>"
+                "<|im_assistant|>assistant<|im_middle|>")
+    if family == "deepseek_v31":
+        return f"<｜tool▁output▁begin｜>{result}<｜tool▁output▁end｜>"
+    return f"functions.{name} to=assistantcommentary{json.dumps(result)}assistant"
+
+
+def think(family: str, text: str) -> str:
+    if family == "glm45":
+        return f"\n<think>{text}</think>\n"
+    if family == "kimi_k2":
+        return f"<think>{text}</think>"
+    if family == "deepseek_v31":
+        return ""  # tool calls run in non-thinking mode
+    return f"analysis{text}assistant"
+
+
+def final(family: str, text: str) -> str:
+    if family == "gpt_oss":
+        return f"final{text}"
+    if family == "kimi_k2":
+        return text + "<|im_end|>"
+    return text
+
+
+# -- trajectories -----------------------------------------------------------------------------------------------
+
+def _pick(rng: random.Random, family: str) -> str:
+    table = DEFECTS[family]
+    r = rng.random() * sum(w for _, w in table)
+    for name, w in table:
+        r -= w
+        if r < 0:
+            return name
+    return table[-1][0]
+
+
+#: defects after which the family's parser produces no call, so the episode ends
+_ENDS = {"value_unclosed": False, "missing_close": True, "json_inside": True, "layout": False, "garbled_name": False,
+         "invalid_json": False, "openai_id": True, "missing_separator": True, "truncated": True, "v3_layout": True,
+         "lookalike": True, "unclosed_call": True, "analysis_channel": True, "double_encoded": False}
+
+
+def trajectory(rng: random.Random, family: str, step: int) -> tuple[dict[str, Any], list[str]]:
+    city = rng.choice(CITIES)
+    days = rng.randint(1, 5)
+    question = f"What will the weather be in {city} over the next {days} days?"
+    p_bad = malformed_rate(step)
+    labels: list[str] = []
+    out: list[str] = []
+    calls = [("get_weather", {"city": city, "days": days})]
+    if rng.random() < 0.4:
+        calls.append(("search", {"query": f"{city} weather warnings"}))
+    ended = False
+    for i, (name, args) in enumerate(calls):
+        defect = _pick(rng, family) if rng.random() < p_bad else ""
+        labels.append(defect)
+        out.append(think(family, f"I need the {'forecast' if i == 0 else 'warnings'} for {city}."))
+        out.append(call_text(family, name, args, i, defect, rng))
+        if defect and _ENDS[defect]:
+            ended = True
+            break
+        result = (json.dumps({"city": city, "forecast": rng.choice(WEATHER), "high_c": rng.randint(-5, 30)})
+                  if name == "get_weather" else f"No warnings for {city}.")
+        out.append(tool_block(family, name, i, result))
+    score = 0.0
+    if not ended:
+        w = rng.choice(WEATHER)
+        out.append(think(family, "I have what I need."))
+        out.append(final(family, f"Expect {w} in {city} for the next {days} days."))
+        good = not any(labels) and rng.random() < 0.8 - 0.5 * max(0.0, (step - ONSET) / (STEPS - ONSET))
+        score = 1.0 if good else 0.0
+    rec = {"input": prompt(family, question), "output": "".join(out), "gts": city, "score": score, "step": step}
+    return rec, labels
+
+
+def iter_step(family: str, step: int) -> Iterator[tuple[dict[str, Any], list[str]]]:
+    """The records of one step (V1 0.9 dump rows, sorted by uid like verl writes them) and their call labels."""
+    rng = random.Random(f"{SEED}:{family}:{step}")
+    rows = []
+    for _p in range(PROMPTS_PER_STEP):
+        group = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        for session in range(ROLLOUTS):
+            rec, labels = trajectory(rng, family, step)
+            rec["uid"] = f"{group}_{session}_0"
+            rows.append((rec, labels))
+    rows.sort(key=lambda x: x[0]["uid"])
+    yield from rows
+
+
+def generated_files() -> Iterator[tuple[str, str]]:
+    """(relative path, content) of every file this generator owns."""
+    for family in FAMILIES:
+        for step in range(1, STEPS + 1):
+            body = "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec, _ in iter_step(family, step))
+            yield f"{family}_run/rollout/{step}.jsonl", body
+
+
+def write_all(root: Path = HERE) -> list[Path]:
+    written = []
+    for rel, body in generated_files():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(body, encoding="utf-8", newline="\n")
+        written.append(p)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=HERE, help="directory to write into (default: sample_data/)")
+    args = ap.parse_args(argv)
+    files = write_all(args.out)
+    print(f"wrote {len(files)} files under {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

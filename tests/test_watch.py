@@ -1,0 +1,145 @@
+"""``trajlab watch``: a writer process appends step files (some with a half-written last line for a while) while
+the watcher follows the directory; the trip comes at the run's own early-warning step and the final tables are
+byte-identical to a one-shot scan of the finished directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_scan import make_run
+
+from trajlab.cli import main
+from trajlab.scan import scan
+from trajlab.tables import SCAN_TABLES
+from trajlab.watch import WatchOptions, watch
+
+WRITER = r"""
+import json, sys, time
+plan = json.loads(sys.argv[1])
+for src, dst, cut, pause in plan:
+    data = open(src, "rb").read()
+    import os
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    with open(dst, "wb") as f:
+        f.write(data[:cut]); f.flush()
+        time.sleep(pause)  # the watcher sees a half-written last line meanwhile
+        f.write(data[cut:]); f.flush()
+    time.sleep(0.15)
+"""
+
+
+def _plan(staged: Path, live: Path) -> list[tuple[str, str, int, float]]:
+    """Copy every staged file in step order; every third one is written in two parts, cut inside a line."""
+    files = sorted(staged.rglob("*.jsonl"), key=lambda p: (int(p.stem), p.parent.name))
+    plan = []
+    for i, p in enumerate(files):
+        data = p.read_bytes()
+        cut = (data.index(b"\n", len(data) // 3) + 40) if i % 3 == 0 and data.count(b"\n") > 2 else len(data)
+        plan.append((str(p), str(live / p.relative_to(staged)), cut, 1.0 if cut < len(data) else 0.0))
+    return plan
+
+
+def _tables(out: Path) -> dict[str, bytes]:
+    return {n: (out / f"{n}.parquet").read_bytes() for n in SCAN_TABLES}
+
+
+@pytest.mark.slow
+def test_watch_follows_a_writer_trips_at_the_warning_and_ends_like_a_scan(tmp_path: Path) -> None:
+    staged = make_run(tmp_path / "staged" / "exp", steps=24, rot_from=14)
+    live = tmp_path / "live" / "exp"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, json.dumps(_plan(staged, live))])
+    lines, trips = [], []
+    try:
+        result = watch(WatchOptions(paths=[live.parent], out=tmp_path / "out", interval=0.2, keep_watching=True,
+                                    publish_every=1.0, idle_exit=2.5), emit=lines.append, on_trip=trips.append)
+    finally:
+        writer.wait(timeout=60)
+    assert writer.returncode == 0 and result.stopped == "idle"
+    # files written in two parts were classified in two ranges (only the new bytes the second time), and the
+    # final publish read no input file again: every file's parts came from the watch
+    assert result.files == 25 and result.ranges > result.files
+    assert result.summary.files_reused == 25
+    # one line per step, in order, each step's data complete by its last line
+    train = [x for x in lines if x.split == "train"]
+    last = {x.step: x for x in train}
+    assert sorted(last) == list(range(1, 25)) and all(last[s].calls == 8 for s in last)
+    # the trip: the run's own early-warning step, noticed once its window (3 steps) is in
+    one = scan([live.parent], tmp_path / "one", progress=False, jobs=1)
+    want = one.runs[0]["early_warning"]["step"]
+    assert 14 <= want <= 16
+    assert [(t.run, t.reason, t.step) for t in trips] == [("exp", "early_warning", want)]
+    noticed = trips[0].noticed_step  # as soon as the steps so far (a window of up to 3) make it significant
+    assert want <= noticed <= want + 2
+    assert {x.state for x in train if x.step < noticed} == {"ok"}
+    assert all(x.state.startswith(f"warning: early warning at step {want}") for x in train if x.step >= noticed)
+    # OUT equals a one-shot scan of the finished directory, byte for byte
+    assert _tables(tmp_path / "out") == _tables(tmp_path / "one")
+    assert not any(p.name.startswith(".") and p.suffix == ".tmp" for p in (tmp_path / "out").iterdir())
+
+
+def test_watch_cli_on_trip_command_gets_the_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = make_run(tmp_path / "runs" / "exp", steps=20, rot_from=10)
+    env_file = tmp_path / "trip.env"
+    cmd = f"env | grep ^TRAJLAB_ | sort > {env_file}"
+    rc = main(["watch", str(run), "-o", str(tmp_path / "out"), "--interval", "0.1", "--on-trip", cmd,
+               "--fail-above", "0.3", "--window", "5"])
+    assert rc == 3
+    got = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+    assert got["TRAJLAB_RUN"] == "exp" and got["TRAJLAB_OUT"] == str(tmp_path / "out")
+    assert got["TRAJLAB_REASON"] in ("early_warning", "fail_above") and got["TRAJLAB_STEP"].isdigit()
+    out = capsys.readouterr().out
+    assert "step    10" in out and "tripped: run exp" in out
+    # OUT is a complete scan output that sql, report and show read
+    assert main(["sql", str(tmp_path / "out"), "SELECT count(*) AS n FROM trajectories"]) == 0
+    assert main(["show", str(tmp_path / "out"), "--step", "12"]) == 0
+    assert main(["report", str(tmp_path / "out"), "-o", str(tmp_path / "r.html")]) == 0
+
+
+def test_watch_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "exp", steps=6, rot_from=99)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "trajlab", "watch", str(run), "-o", str(out), "--interval", "0.2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    seen = ""
+    while "step     6" not in seen and time.monotonic() < deadline:
+        seen += proc.stdout.readline()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr and "stopped (interrupted)" in seen + stdout
+    scan([run], tmp_path / "one", progress=False, jobs=1)
+    assert _tables(out) == _tables(tmp_path / "one")
+    assert os.listdir(out / ".watch")
+
+
+def test_a_writer_that_crashed_mid_line_does_not_hold_the_watch(tmp_path: Path) -> None:
+    """A last line that never gets its newline stops counting as pending after a while; the final tables report it
+    as a one-shot scan does (truncated last line), and every good record is kept."""
+    run = make_run(tmp_path / "exp", steps=7, rot_from=99)
+    last = run / "rollout" / "7.jsonl"
+    last.write_bytes(last.read_bytes()[:-300])  # crashed while writing its last line
+    result = watch(WatchOptions(paths=[run], out=tmp_path / "out", interval=0.1, idle_exit=0.5, settle=1.0))
+    assert result.stopped == "idle" and result.ranges == result.files == 8  # 7 step files + the val file
+    scan([run], tmp_path / "one", progress=False, jobs=1)
+    assert _tables(tmp_path / "out") == _tables(tmp_path / "one")
+    errors = json.loads((tmp_path / "out" / "manifest.json").read_text())["summary"]["ingest_error_examples"]
+    assert any("truncated last line" in e for e in errors)
+
+
+def test_a_restarted_watch_takes_what_the_scan_cache_holds(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "exp", steps=8, rot_from=99)
+    first = scan([run], tmp_path / "out", progress=False, jobs=1)
+    before = _tables(tmp_path / "out")
+    lines: list = []
+    result = watch(WatchOptions(paths=[run], out=tmp_path / "out", interval=0.1, idle_exit=0.3), emit=lines.append)
+    assert result.reused == result.files == first.files == 9  # nothing classified again
+    assert sorted(x.step for x in lines if x.split == "train") == list(range(1, 9))
+    assert result.summary.files_reused == 9 and _tables(tmp_path / "out") == before

@@ -1,0 +1,527 @@
+"""``trajlab watch``: follow a live run directory, scan each new or grown step file as it lands, and trip a circuit
+breaker (exit code 3 or a command) when a run's malformed-call rate rises.
+
+Every ``interval`` seconds the inputs are listed again (:func:`trajlab.ingest.find_inputs`, so runs are derived as
+``trajlab scan`` derives them). For a JSON-lines file only the bytes added since the last look are read, and only
+up to its last newline: a half-written last line waits for the next look. That byte range is classified by the scan
+workers (:func:`trajlab.scan.worker.process_unit`) into part files under ``OUT/.watch/``; the per-step aggregates,
+the early warning and ``--fail-above`` are updated from that range alone, and one line is printed per step. When a
+file grows, the ids of its earlier ranges are recomputed (a ``trajectory_id`` hashes the file's content), which
+reads only that file's parts. Other formats (verl-tool JSON lists, Parquet) are read whole once their size and
+modification time stay the same for one interval.
+
+OUT is a complete scan output all along: every ``publish_every`` seconds (and on exit) the parts of each complete
+file are placed in the scan's own cache (``OUT/.parts/``) and :func:`trajlab.scan.scan` merges them without
+reading any input file again. The final publish is exactly ``trajlab scan ROOT -o OUT``, so the tables equal a
+one-shot scan of the finished directory byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trajlab.errors import InputError
+from trajlab.ingest import FileTask, InputFile, detect_format, find_inputs, plan_tasks, split_from_path
+from trajlab.ingest.fields import step_from_name
+from trajlab.scan.ids import trajectory_id
+from trajlab.scan.options import ScanOptions, make_scan_options
+from trajlab.scan.parts import (
+    PART_TABLES,
+    PARTS_DIR,
+    done_path,
+    part_path,
+    read_part,
+    write_part,
+    write_parts,
+)
+from trajlab.scan.plan import file_key
+from trajlab.trends import aggregate_steps, early_warning, tripped_runs
+
+WATCH_DIR = ".watch"
+#: environment variables set for ``--on-trip CMD``
+TRIP_ENV = ("TRAJLAB_RUN", "TRAJLAB_STEP", "TRAJLAB_RATE", "TRAJLAB_REASON", "TRAJLAB_OUT")
+
+
+@dataclass
+class WatchOptions:
+    """What ``trajlab watch`` is asked to do (the CLI maps its flags onto this)."""
+
+    paths: list[Path]
+    out: Path
+    runs: dict[str, Path] = field(default_factory=dict)  # --run NAME=PATH
+    interval: float = 5.0  # seconds between looks at the directory
+    fail_above: float | None = None  # trip when a run's rate over its last `window` steps exceeds this
+    window: int = 10
+    warning: bool = True  # trip on a run's early warning
+    on_trip: str | None = None  # shell command run on a trip (environment: TRIP_ENV)
+    keep_watching: bool = False  # after a trip, keep going (each run trips once per reason)
+    publish_every: float = 60.0  # seconds between publishing OUT's tables (0: after every look with new data)
+    idle_exit: float | None = None  # stop after this many seconds without new data (None: until Ctrl-C)
+    settle: float = 10.0  # an unterminated last line unchanged this long (and 3 intervals) is a crashed writer's
+    tools: str | Path | None = None
+    input_format: str | None = None
+    tool_format: str | None = None
+    rules_dirs: tuple[str, ...] = ()
+
+
+@dataclass
+class Trip:
+    """One circuit-breaker trip: which run, at which step, at what rate, and why."""
+
+    run: str
+    step: int
+    rate: float
+    reason: str  # early_warning | fail_above
+    noticed_step: int  # the run's last step when the trip was noticed (an early warning needs its window)
+    command_rc: int | None = None
+
+
+@dataclass
+class StepLine:
+    """One printed line: a step of a run whose data arrived (or grew)."""
+
+    run: str
+    split: str
+    step: int | None
+    calls: int
+    malformed_calls: int
+    top_category: str | None
+    state: str  # "ok" | "warning: ..." (the run's warning state after this step)
+    at: float  # time.time() when the line was made
+
+    @property
+    def rate(self) -> float | None:
+        return self.malformed_calls / self.calls if self.calls else None
+
+    def text(self) -> str:
+        rate = f"{self.rate:6.1%}" if self.rate is not None else "     -"
+        split = "" if self.split == "train" else f" ({self.split})"
+        return (f"{self.run}  step {self.step if self.step is not None else '?':>5}{split}  calls {self.calls:>5}  "
+                f"malformed {self.malformed_calls:>4} {rate}  top {self.top_category or '-':<24}  {self.state}")
+
+
+@dataclass
+class WatchResult:
+    """How a watch ended."""
+
+    stopped: str  # interrupted | idle | trip
+    trips: list[Trip]
+    lines: list[StepLine]
+    summary: Any = None  # the final publish's ScanSummary
+    files: int = 0  # files classified while watching
+    ranges: int = 0  # byte ranges classified or reused (more than files when files grew while being watched)
+    reused: int = 0  # files whose parts came from the scan cache (not classified again)
+
+
+@dataclass
+class _File:
+    """What the watcher knows of one input file."""
+
+    info: InputFile
+    fmt: str | None = None
+    consumed: int = 0  # bytes classified (JSON lines: up to a newline)
+    lines: int = 0  # lines in those bytes
+    chunks: int = 0  # ranges classified (part files under wdir)
+    sha: Any = field(default_factory=hashlib.sha1)  # of the consumed bytes
+    seen: tuple[int, int] | None = None  # (size, mtime_ns) at the last look
+    changed_at: float = 0.0  # time.monotonic() when (size, mtime_ns) last changed
+    stable: tuple[int, int] | None = None  # whole-file formats: (size, mtime_ns) processed
+    contrib: dict[tuple[str, str, int | None], dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def whole(self) -> bool:
+        """Formats read whole (a JSON list, Parquet), not by appended lines."""
+        return self.fmt != "verl_jsonl" and not (self.fmt == "openai_messages"
+                                                 and not self.info.path.suffix.lower() == ".parquet")
+
+    def digest(self) -> str:
+        return self.sha.hexdigest()
+
+
+def _wdir(out: Path, rel: str) -> Path:
+    return out / WATCH_DIR / hashlib.sha1(rel.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def _reid(wdir: Path, chunks: int, rel: str, digest: str) -> None:
+    """Recompute the ids in the parts of ``chunks`` ranges of one file for its new content hash."""
+    import pyarrow as pa
+
+    for k in range(chunks):
+        path = part_path(wdir, k, "trajectories")
+        if not path.is_file():
+            continue
+        traj = read_part(path)
+        old = traj.column("trajectory_id").to_pylist()
+        new = [trajectory_id(rel, line, digest) for line in traj.column("source_line").to_pylist()]
+        if old == new:
+            continue
+        mapping = dict(zip(old, new, strict=True))
+        for spec in PART_TABLES:
+            p = part_path(wdir, k, spec.name)
+            if spec.name == "ingest_errors" or not p.is_file():
+                continue
+            t = read_part(p)
+            ids = t.column("trajectory_id").to_pylist()
+            t = t.set_column(t.schema.get_field_index("trajectory_id"), "trajectory_id",
+                             pa.array([mapping[i] for i in ids], pa.string()))
+            if "call_id" in t.column_names:
+                cids = t.column("call_id").to_pylist()
+                t = t.set_column(t.schema.get_field_index("call_id"), t.schema.field("call_id"),
+                                 pa.array([None if c is None else mapping[i] + c[len(i):]
+                                           for c, i in zip(cids, ids, strict=True)], pa.string()))
+            write_part(t, p)
+
+
+class Watcher:
+    """The state of one watch: files seen, their ranges and per-step aggregates, trips so far."""
+
+    def __init__(self, opts: WatchOptions, emit: Callable[[StepLine], None] | None = None,
+                 on_trip_event: Callable[[Trip], None] | None = None) -> None:
+        self.opts = opts
+        self.out = Path(opts.out)
+        if self.out.exists() and not self.out.is_dir():
+            raise InputError(f"output path {self.out} exists and is not a directory")
+        if opts.interval <= 0:
+            raise InputError(f"--interval {opts.interval}: must be > 0")
+        if opts.fail_above is not None and not 0 <= opts.fail_above <= 1:
+            raise InputError(f"--fail-above {opts.fail_above}: must be a rate between 0 and 1")
+        self.scan_opts: ScanOptions = make_scan_options(tools=opts.tools, input_format=opts.input_format,
+                                                        tool_format=opts.tool_format, rules_dirs=opts.rules_dirs)
+        self.files: dict[str, _File] = {}
+        self.trips: list[Trip] = []
+        self.tripped: set[tuple[str, str]] = set()
+        self.lines: list[StepLine] = []
+        self.emit = emit or (lambda line: None)
+        self.on_trip_event = on_trip_event
+        self.reused = 0
+        self.dirty = False  # parts changed since the last publish
+        self.last_publish = 0.0
+        self.last_data = time.monotonic()
+        shutil.rmtree(self.out / WATCH_DIR, ignore_errors=True)  # ranges of an earlier watch: classified again
+
+    # -- looking at the directory ----------------------------------------------------------------------
+
+    def poll(self) -> list[Trip]:
+        """Look once: classify what is new, print a line per step that got data, return new trips."""
+        inputs, _, _ = find_inputs(list(self.opts.paths), self.opts.runs)
+        out_resolved = self.out.resolve()
+        touched: set[tuple[str, str, int | None]] = set()
+        for info in inputs:
+            if out_resolved in info.path.resolve().parents:
+                continue
+            f = self.files.get(info.rel)
+            if f is None:
+                f = self.files[info.rel] = _File(info)
+            try:
+                st = info.path.stat()
+            except OSError:
+                continue
+            now = (st.st_size, st.st_mtime_ns)
+            prev, f.seen = f.seen, now
+            if now != prev:
+                f.changed_at = time.monotonic()
+            if now == prev and not (f.fmt and f.whole and f.stable != now):
+                continue
+            touched |= self._advance(f, now, prev)
+        if touched:
+            self.last_data = time.monotonic()
+        return self._report(touched)
+
+    def _advance(self, f: _File, now: tuple[int, int], prev: tuple[int, int] | None) -> set[Any]:
+        """Classify what is new in one file; returns the (run, split, step) keys it touched."""
+        size = now[0]
+        if size == 0:
+            return set()
+        if f.fmt is None:
+            if self.scan_opts.input_format:
+                f.fmt = self.scan_opts.input_format
+            else:
+                if not f.info.path.suffix.lower() == ".parquet" and not _has_newline(f.info.path):
+                    return set()  # not one complete line yet
+                fmt, _why = detect_format(f.info.path)
+                if fmt is None:
+                    return set()  # the final scan reports it
+                f.fmt = fmt
+        if not f.chunks and (got := self._from_cache(f, now)) is not None:
+            return got
+        if f.whole:
+            if now != prev or f.stable == now:
+                return set()  # read a whole-file format once it stopped changing for one interval
+            return self._whole(f, now)
+        return self._append(f, size)
+
+    def _append(self, f: _File, size: int) -> set[Any]:
+        if size < f.consumed:  # truncated or rewritten: start the file over
+            self._reset(f)
+        with open(f.info.path, "rb") as fh:
+            fh.seek(f.consumed)
+            data = fh.read(size - f.consumed)
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            return set()  # only a half-written line so far
+        data = data[: cut + 1]
+        start = f.consumed
+        f.sha.update(data)
+        task = FileTask(str(f.info.path), f.info.rel, f.fmt or "verl_jsonl", split_from_path(f.info.inner),
+                        step_from_name(f.info.path.name), start, start + len(data), f.lines + 1, f.chunks,
+                        f.info.run)
+        f.consumed += len(data)
+        f.lines += data.count(b"\n")
+        return self._classify(f, task)
+
+    def _whole(self, f: _File, now: tuple[int, int]) -> set[Any]:
+        self._reset(f)
+        f.stable = now
+        f.sha = hashlib.sha1(f.info.path.read_bytes())
+        f.consumed = now[0]
+        task = plan_tasks(f.info.path, f.info.rel, f.fmt or "", 1 << 62, run=f.info.run, inner=f.info.inner)[0]
+        return self._classify(f, task)
+
+    def _reset(self, f: _File) -> None:
+        shutil.rmtree(_wdir(self.out, f.info.rel), ignore_errors=True)
+        f.consumed = f.lines = f.chunks = 0
+        f.sha = hashlib.sha1()
+        f.contrib = {}
+
+    def _classify(self, f: _File, task: FileTask) -> set[Any]:
+
+        from trajlab.scan.worker import process_unit
+
+        wdir = _wdir(self.out, f.info.rel)
+        digest = f.digest()
+        process_unit([(task, digest, str(wdir))], self.scan_opts)
+        if f.chunks:
+            _reid(wdir, f.chunks, f.info.rel, digest)
+        f.chunks += 1
+        self.dirty = True
+        return self._aggregate(f, wdir, task.chunk)
+
+    def _from_cache(self, f: _File, now: tuple[int, int]) -> set[Any] | None:
+        """A complete file the scan cache already holds (an earlier watch's publish, or a ``trajlab scan`` into
+        OUT): take its parts as the file's first range instead of classifying it again."""
+        path = f.info.path
+        key, _ = file_key(path, f.info.rel, f.fmt or "", self.scan_opts.fingerprint(), f.info.run)
+        pdir = self.out / PARTS_DIR / key
+        if not done_path(pdir, 0).is_file() or done_path(pdir, 1).is_file():
+            return None
+        sha, lines = hashlib.sha1(), 0
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 22):
+                sha.update(block)
+                lines += block.count(b"\n")
+                last = block[-1:]
+        if (path.stat().st_size, path.stat().st_mtime_ns) != now or (not f.whole and last != b"\n"):
+            return None
+        wdir = _wdir(self.out, f.info.rel)
+        wdir.mkdir(parents=True, exist_ok=True)
+        for spec in PART_TABLES:
+            if (src := part_path(pdir, 0, spec.name)).is_file():
+                shutil.copyfile(src, part_path(wdir, 0, spec.name))
+        f.sha, f.lines, f.consumed, f.chunks = sha, lines, now[0], 1
+        self.reused += 1
+        if f.whole:
+            f.stable = now
+        return self._aggregate(f, wdir, 0)
+
+    def _aggregate(self, f: _File, wdir: Path, k: int) -> set[Any]:
+        """Add range ``k``'s rows to the file's per-step aggregates; returns the steps it touched."""
+        import polars as pl
+
+        traj = _part_frame(wdir, k, "trajectories")
+        calls = _part_frame(wdir, k, "calls")
+        touched = set()
+        for r in aggregate_steps(pl.from_arrow(traj).lazy(), pl.from_arrow(calls).lazy()):
+            key = (r["run"], r["split"], r["step"])
+            acc = f.contrib.setdefault(key, {"trajectories": 0, "calls": 0, "malformed_calls": 0, "cats": Counter()})
+            acc["trajectories"] += r["trajectories"]
+            acc["calls"] += r["calls"]
+            acc["malformed_calls"] += r["malformed_calls"]
+            acc["cats"].update(dict(r["category_counts"]))
+            touched.add(key)
+        return touched
+
+    # -- aggregates, warnings, trips -------------------------------------------------------------------
+
+    def steps(self) -> list[dict[str, Any]]:
+        """Per (run, split, step) rows summed over every file seen (what ``steps`` will hold)."""
+        tot: dict[tuple[str, str, int | None], dict[str, Any]] = {}
+        for f in self.files.values():
+            for key, acc in f.contrib.items():
+                t = tot.setdefault(key, {"trajectories": 0, "calls": 0, "malformed_calls": 0, "cats": Counter()})
+                for k in ("trajectories", "calls", "malformed_calls"):
+                    t[k] += acc[k]
+                t["cats"].update(acc["cats"])
+        return [{"run": k[0], "split": k[1], "step": k[2], **v,
+                 "malformed_rate": v["malformed_calls"] / v["calls"] if v["calls"] else None}
+                for k, v in sorted(tot.items(), key=lambda kv: (kv[0][0], kv[0][1], -1 if kv[0][2] is None
+                                                                 else kv[0][2]))]
+
+    def _report(self, touched: set[Any]) -> list[Trip]:
+        """One line per touched step, in step order per run, each with the run's warning state *as of that step*
+        (the early warning and --fail-above over the steps up to it); trips are noticed at the step that
+        completes them."""
+        if not touched:
+            return []
+        rows = self.steps()
+        by_key = {(r["run"], r["split"], r["step"]): r for r in rows}
+        new: list[Trip] = []
+        for run in sorted({k[0] for k in touched}):
+            mine = [r for r in rows if r["run"] == run]
+            for key in sorted((k for k in touched if k[0] == run), key=lambda k: (-1 if k[2] is None else k[2], k[1])):
+                r = by_key[key]
+                upto = [x for x in mine if x["step"] is not None and key[2] is not None and x["step"] <= key[2]]
+                ew = early_warning(upto) if upto else None
+                fa = (next(iter(tripped_runs(upto, self.opts.fail_above, self.opts.window)), None)
+                      if self.opts.fail_above is not None and upto else None)
+                states = []
+                if ew:
+                    states.append(f"early warning at step {ew['step']}")
+                if fa:
+                    states.append(f"last {self.opts.window} steps {fa['rate']:.1%} > {self.opts.fail_above:.1%}")
+                top = r["cats"].most_common(1)
+                line = StepLine(run, key[1], key[2], r["calls"], r["malformed_calls"], top[0][0] if top else None,
+                                "warning: " + "; ".join(states) if states else "ok", time.time())
+                self.lines.append(line)
+                self.emit(line)
+                if self.opts.warning and ew and (run, "early_warning") not in self.tripped:
+                    new.append(self._trip(Trip(run, ew["step"], ew["window_rate"], "early_warning", key[2] or 0)))
+                if fa and (run, "fail_above") not in self.tripped:
+                    new.append(self._trip(Trip(run, fa["last_step"], fa["rate"], "fail_above", key[2] or 0)))
+        return new
+
+    def _trip(self, t: Trip) -> Trip:
+        self.tripped.add((t.run, t.reason))
+        if self.opts.on_trip:
+            t.command_rc = run_trip_command(self.opts.on_trip, t, self.out)
+        self.trips.append(t)
+        if self.on_trip_event is not None:
+            self.on_trip_event(t)
+        return t
+
+    # -- publishing OUT --------------------------------------------------------------------------------
+
+    def pending(self) -> bool:
+        """Some file holds bytes not classified yet (a half-written line, a whole-file format still changing)
+        and changed recently. A file left with an unterminated last line (a writer that crashed) stops counting
+        after ``opts.settle`` seconds: the scan then reads it itself and reports the cut line, as a one-shot scan does."""
+        settle = max(3 * self.opts.interval, self.opts.settle)
+        now = time.monotonic()
+        return any(f.seen and f.fmt and (f.consumed != f.seen[0] or (f.whole and f.stable != f.seen))
+                   and now - f.changed_at < settle for f in self.files.values())
+
+    def publish(self) -> Any:
+        """Make OUT a complete scan output of what is on disk: each complete file's parts go into the scan's
+        cache, then :func:`trajlab.scan.scan` merges (reading no input file it finds in the cache)."""
+        from trajlab.scan import scan
+
+        for f in self.files.values():
+            self._to_cache(f)
+        summary = scan(list(self.opts.paths), self.out, tools=self.opts.tools, input_format=self.opts.input_format,
+                       tool_format=self.opts.tool_format, rules_dirs=self.opts.rules_dirs, jobs=1,
+                       progress=False, runs=dict(self.opts.runs) or None)
+        self.dirty = False
+        self.last_publish = time.monotonic()
+        return summary
+
+    def _to_cache(self, f: _File) -> None:
+        """Place a complete file's ranges in the scan cache as the one range a scan would make of it."""
+        if not f.chunks or not f.fmt or f.seen is None:
+            return
+        path = f.info.path
+        try:
+            st = path.stat()
+        except OSError:
+            return
+        if (st.st_size, st.st_mtime_ns) != f.seen or f.consumed != st.st_size:
+            return  # changed since, or a half-written line: the scan reads it itself
+        tasks = plan_tasks(path, f.info.rel, f.fmt, run=f.info.run, inner=f.info.inner)
+        if len(tasks) != 1:
+            return  # a big file the scan cuts into ranges: it reads it itself
+        key, _ = file_key(path, f.info.rel, f.fmt, self.scan_opts.fingerprint(), f.info.run)
+        pdir = self.out / PARTS_DIR / key
+        if done_path(pdir, 0).is_file():
+            return
+        import pyarrow as pa
+
+        from trajlab.tables import empty_table
+
+        wdir = _wdir(self.out, f.info.rel)
+        tables = {}
+        for spec in PART_TABLES:
+            got = [read_part(p).cast(spec.schema) for k in range(f.chunks)
+                   if (p := part_path(wdir, k, spec.name)).is_file()]
+            tables[spec.name] = pa.concat_tables(got) if got else empty_table(spec)
+        write_parts(tasks[0], f.digest(), pdir, tables)
+
+
+def _has_newline(path: Path, limit: int = 1 << 24) -> bool:
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            if b"\n" in block:
+                return True
+            limit -= len(block)
+            if limit <= 0:
+                return True
+    return False
+
+
+def _part_frame(wdir: Path, chunk: int, table: str) -> Any:
+    from trajlab.tables import SCAN_TABLES, empty_table
+
+    p = part_path(wdir, chunk, table)
+    return read_part(p) if p.is_file() else empty_table(SCAN_TABLES[table])
+
+
+def run_trip_command(cmd: str, trip: Trip, out: Path) -> int:
+    """Run ``--on-trip CMD`` through the shell with the trip in its environment (:data:`TRIP_ENV`)."""
+    env = dict(os.environ, TRAJLAB_RUN=trip.run, TRAJLAB_STEP=str(trip.step), TRAJLAB_RATE=f"{trip.rate:.6f}",
+               TRAJLAB_REASON=trip.reason, TRAJLAB_OUT=str(out))
+    return subprocess.run(cmd, shell=True, env=env, check=False).returncode  # noqa: S602 (the user's own command)
+
+
+def watch(opts: WatchOptions, emit: Callable[[StepLine], None] | None = None,
+          on_trip: Callable[[Trip], None] | None = None, sleep: Callable[[float], None] = time.sleep) -> WatchResult:
+    """Follow ``opts.paths`` until Ctrl-C, ``idle_exit`` seconds without new data, or a trip (unless
+    ``keep_watching``); OUT is published every ``publish_every`` seconds and once more at the end.
+
+    ``emit`` gets one :class:`StepLine` per step that got data, ``on_trip`` each :class:`Trip` (after
+    ``--on-trip CMD`` ran). Returns a :class:`WatchResult`; the CLI exits 3
+    when ``stopped == "trip"``.
+    """
+    w = Watcher(opts, emit, on_trip)
+    stopped = "interrupted"
+    try:
+        while True:
+            t0 = time.monotonic()
+            trips = w.poll()
+            if trips and not opts.keep_watching:
+                stopped = "trip"
+                break
+            if w.dirty and not w.pending() and time.monotonic() - w.last_publish >= opts.publish_every:
+                w.publish()
+            if opts.idle_exit is not None and time.monotonic() - w.last_data >= opts.idle_exit and not w.pending():
+                stopped = "idle"
+                break
+            sleep(max(0.0, opts.interval - (time.monotonic() - t0)))
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+    try:
+        summary = w.publish()
+    except KeyboardInterrupt:  # a second Ctrl-C during the final publish: OUT keeps its last complete state
+        summary = None
+    return WatchResult(stopped, w.trips, w.lines, summary, sum(1 for f in w.files.values() if f.chunks),
+                       sum(f.chunks for f in w.files.values()), w.reused)
+
+
+from trajlab._callable import make_module_callable  # noqa: E402
+
+make_module_callable(__name__, watch)
