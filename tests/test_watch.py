@@ -62,10 +62,12 @@ def test_watch_follows_a_writer_trips_at_the_warning_and_ends_like_a_scan(tmp_pa
     finally:
         writer.wait(timeout=60)
     assert writer.returncode == 0 and result.stopped == "idle"
-    # files written in two parts were classified in two ranges (only the new bytes the second time), and the
-    # final publish read no input file again: every file's parts came from the watch
+    # files written in two parts were classified in two ranges (only the new bytes the second time); each
+    # publish is an incremental scan, so the final one reads again only files new or changed since the last
     assert result.files == 25 and result.ranges > result.files
-    assert result.summary.files_reused == 25
+    assert result.summary.files == 25 and 0 < result.summary.files_reused <= 25
+    ranges = sorted(p.name for p in (tmp_path / "out" / ".watch").glob("*/r*"))  # watch's storage: a unit per range
+    assert len(ranges) == result.ranges and not (tmp_path / "out" / ".parts" / ".watch").exists()
     # one line per step, in order, each step's data complete by its last line
     train = [x for x in lines if x.split == "train"]
     last = {x.step: x for x in train}
@@ -134,12 +136,17 @@ def test_a_writer_that_crashed_mid_line_does_not_hold_the_watch(tmp_path: Path) 
     assert any("truncated last line" in e for e in errors)
 
 
-def test_a_restarted_watch_takes_what_the_scan_cache_holds(tmp_path: Path) -> None:
+def test_a_restarted_watch_classifies_again_and_its_publish_reuses_the_scan_cache(tmp_path: Path) -> None:
+    """A watch started on an OUT that already holds a scan classifies every file again into its own storage
+    (``OUT/.watch/``, cleared at start) to rebuild its per-step lines; its publish is an incremental scan that
+    reads no input file again, and leaves the tables as they were."""
     run = make_run(tmp_path / "exp", steps=8, rot_from=99)
     first = scan([run], tmp_path / "out", progress=False, jobs=1)
     before = _tables(tmp_path / "out")
+    (tmp_path / "out" / ".watch" / "stale").mkdir(parents=True)  # an earlier watch's storage
     lines: list = []
     result = watch(WatchOptions(paths=[run], out=tmp_path / "out", interval=0.1, idle_exit=0.3), emit=lines.append)
-    assert result.reused == result.files == first.files == 9  # nothing classified again
+    assert result.files == result.ranges == first.files == 9
+    assert not (tmp_path / "out" / ".watch" / "stale").exists()
     assert sorted(x.step for x in lines if x.split == "train") == list(range(1, 9))
     assert result.summary.files_reused == 9 and _tables(tmp_path / "out") == before

@@ -4,16 +4,19 @@ breaker (exit code 3 or a command) when a run's malformed-call rate rises.
 Every ``interval`` seconds the inputs are listed again (:func:`trajlab.ingest.find_inputs`, so runs are derived as
 ``trajlab scan`` derives them). For a JSON-lines file only the bytes added since the last look are read, and only
 up to its last newline: a half-written last line waits for the next look. That byte range is classified by the scan
-workers (:func:`trajlab.scan.worker.process_unit`) into part files under ``OUT/.watch/``; the per-step aggregates,
-the early warning and ``--fail-above`` are updated from that range alone, and one line is printed per step. When a
-file grows, the ids of its earlier ranges are recomputed (a ``trajectory_id`` hashes the file's content), which
-reads only that file's parts. Other formats (verl-tool JSON lists, Parquet) are read whole once their size and
-modification time stay the same for one interval.
+workers (:func:`trajlab.scan.worker.process_unit`) into watch's own storage, one unit directory per range
+(``OUT/.watch/<file hash>/r<range>/<table>.arrow``, the scan's part-file layout); the per-step aggregates, the early
+warning and ``--fail-above`` are updated from that range alone, and one line is printed per step. When a file
+grows, the ids of its earlier ranges are recomputed (a ``trajectory_id`` hashes the file's content), which reads
+only that file's parts (:func:`read_arrow` / :func:`write_arrow`, watch's one pair of Arrow IPC helpers). Other
+formats (verl-tool JSON lists, Parquet) are read whole once their size and modification time stay the same for
+one interval. ``OUT/.watch/`` is watch's alone: a (re)started watch clears it and classifies every file again.
 
-OUT is a complete scan output all along: every ``publish_every`` seconds (and on exit) the parts of each complete
-file are placed in the scan's own cache (``OUT/.parts/``) and :func:`trajlab.scan.scan` merges them without
-reading any input file again. The final publish is exactly ``trajlab scan ROOT -o OUT``, so the tables equal a
-one-shot scan of the finished directory byte for byte.
+OUT is a complete scan output all along: every ``publish_every`` seconds (and on exit) watch runs
+:func:`trajlab.scan.scan` on its paths into OUT. That scan is incremental: files its cache (``OUT/.parts/``)
+already holds unchanged are not read again, files new or grown since the last publish are classified again by the
+scan itself. The final publish is exactly ``trajlab scan ROOT -o OUT``, so the tables equal a one-shot scan of the
+finished directory byte for byte.
 """
 
 from __future__ import annotations
@@ -34,16 +37,7 @@ from trajlab.ingest import FileTask, InputFile, detect_format, find_inputs, plan
 from trajlab.ingest.fields import step_from_name
 from trajlab.scan.ids import trajectory_id
 from trajlab.scan.options import ScanOptions, make_scan_options
-from trajlab.scan.parts import (
-    PART_TABLES,
-    PARTS_DIR,
-    done_path,
-    part_path,
-    read_part,
-    write_part,
-    write_parts,
-)
-from trajlab.scan.plan import file_key
+from trajlab.scan.parts import PART_TABLES, part_path
 from trajlab.trends import aggregate_steps, early_warning, tripped_runs
 
 WATCH_DIR = ".watch"
@@ -118,8 +112,7 @@ class WatchResult:
     lines: list[StepLine]
     summary: Any = None  # the final publish's ScanSummary
     files: int = 0  # files classified while watching
-    ranges: int = 0  # byte ranges classified or reused (more than files when files grew while being watched)
-    reused: int = 0  # files whose parts came from the scan cache (not classified again)
+    ranges: int = 0  # byte ranges classified (more than files when files grew while being watched)
 
 
 @dataclass
@@ -148,7 +141,32 @@ class _File:
 
 
 def _wdir(out: Path, rel: str) -> Path:
+    """Watch's directory for one input file (its ranges' unit directories and ``done.json`` files)."""
     return out / WATCH_DIR / hashlib.sha1(rel.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def _range_dir(wdir: Path, chunk: int) -> Path:
+    """The unit directory holding the part files of range ``chunk`` of a file (one range per unit)."""
+    return wdir / f"r{chunk:05d}"
+
+
+def read_arrow(path: Path) -> Any:
+    """A whole Arrow IPC file as a table, read into memory (the file may be rewritten afterwards)."""
+    import pyarrow as pa
+
+    with pa.OSFile(str(path), "rb") as src:
+        return pa.ipc.open_file(src).read_all()
+
+
+def write_arrow(table: Any, path: Path) -> None:
+    """Write ``table`` as an Arrow IPC file (lz4), atomically: a temp file, then a rename."""
+    import pyarrow as pa
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
+            sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+        w.write_table(table)
+    os.replace(tmp, path)
 
 
 def _reid(wdir: Path, chunks: int, rel: str, digest: str) -> None:
@@ -156,20 +174,20 @@ def _reid(wdir: Path, chunks: int, rel: str, digest: str) -> None:
     import pyarrow as pa
 
     for k in range(chunks):
-        path = part_path(wdir, k, "trajectories")
+        path = part_path(_range_dir(wdir, k), "trajectories")
         if not path.is_file():
             continue
-        traj = read_part(path)
+        traj = read_arrow(path)
         old = traj.column("trajectory_id").to_pylist()
         new = [trajectory_id(rel, line, digest) for line in traj.column("source_line").to_pylist()]
         if old == new:
             continue
         mapping = dict(zip(old, new, strict=True))
         for spec in PART_TABLES:
-            p = part_path(wdir, k, spec.name)
+            p = part_path(_range_dir(wdir, k), spec.name)
             if spec.name == "ingest_errors" or not p.is_file():
                 continue
-            t = read_part(p)
+            t = read_arrow(p)
             ids = t.column("trajectory_id").to_pylist()
             t = t.set_column(t.schema.get_field_index("trajectory_id"), "trajectory_id",
                              pa.array([mapping[i] for i in ids], pa.string()))
@@ -178,7 +196,7 @@ def _reid(wdir: Path, chunks: int, rel: str, digest: str) -> None:
                 t = t.set_column(t.schema.get_field_index("call_id"), t.schema.field("call_id"),
                                  pa.array([None if c is None else mapping[i] + c[len(i):]
                                            for c, i in zip(cids, ids, strict=True)], pa.string()))
-            write_part(t, p)
+            write_arrow(t, p)
 
 
 class Watcher:
@@ -202,7 +220,6 @@ class Watcher:
         self.lines: list[StepLine] = []
         self.emit = emit or (lambda line: None)
         self.on_trip_event = on_trip_event
-        self.reused = 0
         self.dirty = False  # parts changed since the last publish
         self.last_publish = 0.0
         self.last_data = time.monotonic()
@@ -251,8 +268,6 @@ class Watcher:
                 if fmt is None:
                     return set()  # the final scan reports it
                 f.fmt = fmt
-        if not f.chunks and (got := self._from_cache(f, now)) is not None:
-            return got
         if f.whole:
             if now != prev or f.stable == now:
                 return set()  # read a whole-file format once it stopped changing for one interval
@@ -298,39 +313,12 @@ class Watcher:
 
         wdir = _wdir(self.out, f.info.rel)
         digest = f.digest()
-        process_unit([(task, digest, str(wdir))], self.scan_opts)
+        process_unit([(task, digest, str(wdir))], self.scan_opts, str(_range_dir(wdir, task.chunk)))
         if f.chunks:
             _reid(wdir, f.chunks, f.info.rel, digest)
         f.chunks += 1
         self.dirty = True
         return self._aggregate(f, wdir, task.chunk)
-
-    def _from_cache(self, f: _File, now: tuple[int, int]) -> set[Any] | None:
-        """A complete file the scan cache already holds (an earlier watch's publish, or a ``trajlab scan`` into
-        OUT): take its parts as the file's first range instead of classifying it again."""
-        path = f.info.path
-        key, _ = file_key(path, f.info.rel, f.fmt or "", self.scan_opts.fingerprint(), f.info.run)
-        pdir = self.out / PARTS_DIR / key
-        if not done_path(pdir, 0).is_file() or done_path(pdir, 1).is_file():
-            return None
-        sha, lines = hashlib.sha1(), 0
-        with open(path, "rb") as fh:
-            while block := fh.read(1 << 22):
-                sha.update(block)
-                lines += block.count(b"\n")
-                last = block[-1:]
-        if (path.stat().st_size, path.stat().st_mtime_ns) != now or (not f.whole and last != b"\n"):
-            return None
-        wdir = _wdir(self.out, f.info.rel)
-        wdir.mkdir(parents=True, exist_ok=True)
-        for spec in PART_TABLES:
-            if (src := part_path(pdir, 0, spec.name)).is_file():
-                shutil.copyfile(src, part_path(wdir, 0, spec.name))
-        f.sha, f.lines, f.consumed, f.chunks = sha, lines, now[0], 1
-        self.reused += 1
-        if f.whole:
-            f.stable = now
-        return self._aggregate(f, wdir, 0)
 
     def _aggregate(self, f: _File, wdir: Path, k: int) -> set[Any]:
         """Add range ``k``'s rows to the file's per-step aggregates; returns the steps it touched."""
@@ -419,48 +407,16 @@ class Watcher:
                    and now - f.changed_at < settle for f in self.files.values())
 
     def publish(self) -> Any:
-        """Make OUT a complete scan output of what is on disk: each complete file's parts go into the scan's
-        cache, then :func:`trajlab.scan.scan` merges (reading no input file it finds in the cache)."""
+        """Make OUT a complete scan output of what is on disk: :func:`trajlab.scan.scan` into OUT, which reads
+        again only the files its cache does not hold unchanged (those new or grown since the last publish)."""
         from trajlab.scan import scan
 
-        for f in self.files.values():
-            self._to_cache(f)
         summary = scan(list(self.opts.paths), self.out, tools=self.opts.tools, input_format=self.opts.input_format,
                        tool_format=self.opts.tool_format, rules_dirs=self.opts.rules_dirs, jobs=1,
                        progress=False, runs=dict(self.opts.runs) or None)
         self.dirty = False
         self.last_publish = time.monotonic()
         return summary
-
-    def _to_cache(self, f: _File) -> None:
-        """Place a complete file's ranges in the scan cache as the one range a scan would make of it."""
-        if not f.chunks or not f.fmt or f.seen is None:
-            return
-        path = f.info.path
-        try:
-            st = path.stat()
-        except OSError:
-            return
-        if (st.st_size, st.st_mtime_ns) != f.seen or f.consumed != st.st_size:
-            return  # changed since, or a half-written line: the scan reads it itself
-        tasks = plan_tasks(path, f.info.rel, f.fmt, run=f.info.run, inner=f.info.inner)
-        if len(tasks) != 1:
-            return  # a big file the scan cuts into ranges: it reads it itself
-        key, _ = file_key(path, f.info.rel, f.fmt, self.scan_opts.fingerprint(), f.info.run)
-        pdir = self.out / PARTS_DIR / key
-        if done_path(pdir, 0).is_file():
-            return
-        import pyarrow as pa
-
-        from trajlab.tables import empty_table
-
-        wdir = _wdir(self.out, f.info.rel)
-        tables = {}
-        for spec in PART_TABLES:
-            got = [read_part(p).cast(spec.schema) for k in range(f.chunks)
-                   if (p := part_path(wdir, k, spec.name)).is_file()]
-            tables[spec.name] = pa.concat_tables(got) if got else empty_table(spec)
-        write_parts(tasks[0], f.digest(), pdir, tables)
 
 
 def _has_newline(path: Path, limit: int = 1 << 24) -> bool:
@@ -477,8 +433,8 @@ def _has_newline(path: Path, limit: int = 1 << 24) -> bool:
 def _part_frame(wdir: Path, chunk: int, table: str) -> Any:
     from trajlab.tables import SCAN_TABLES, empty_table
 
-    p = part_path(wdir, chunk, table)
-    return read_part(p) if p.is_file() else empty_table(SCAN_TABLES[table])
+    p = part_path(_range_dir(wdir, chunk), table)
+    return read_arrow(p) if p.is_file() else empty_table(SCAN_TABLES[table])
 
 
 def run_trip_command(cmd: str, trip: Trip, out: Path) -> int:
@@ -519,7 +475,7 @@ def watch(opts: WatchOptions, emit: Callable[[StepLine], None] | None = None,
     except KeyboardInterrupt:  # a second Ctrl-C during the final publish: OUT keeps its last complete state
         summary = None
     return WatchResult(stopped, w.trips, w.lines, summary, sum(1 for f in w.files.values() if f.chunks),
-                       sum(f.chunks for f in w.files.values()), w.reused)
+                       sum(f.chunks for f in w.files.values()))
 
 
 from trajlab._callable import make_module_callable  # noqa: E402
