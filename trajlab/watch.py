@@ -35,6 +35,7 @@ from typing import Any
 from trajlab.errors import InputError
 from trajlab.ingest import FileTask, InputFile, detect_format, find_inputs, plan_tasks, split_from_path
 from trajlab.ingest.fields import step_from_name
+from trajlab.outpaths import prepare_out_dir
 from trajlab.scan.ids import trajectory_id
 from trajlab.scan.options import ScanOptions, make_scan_options
 from trajlab.scan.parts import PART_TABLES, part_path
@@ -206,8 +207,6 @@ class Watcher:
                  on_trip_event: Callable[[Trip], None] | None = None) -> None:
         self.opts = opts
         self.out = Path(opts.out)
-        if self.out.exists() and not self.out.is_dir():
-            raise InputError(f"output path {self.out} exists and is not a directory")
         if opts.interval <= 0:
             raise InputError(f"--interval {opts.interval}: must be > 0")
         if opts.fail_above is not None and not 0 <= opts.fail_above <= 1:
@@ -223,6 +222,8 @@ class Watcher:
         self.dirty = False  # parts changed since the last publish
         self.last_publish = 0.0
         self.last_data = time.monotonic()
+        # refuse a user's directory (or one inside the inputs) before anything is written; marks OUT as trajlab's
+        prepare_out_dir(self.out, kind="scan", inputs=[*opts.paths, *opts.runs.values()])
         shutil.rmtree(self.out / WATCH_DIR, ignore_errors=True)  # ranges of an earlier watch: classified again
 
     # -- looking at the directory ----------------------------------------------------------------------
