@@ -6,13 +6,16 @@ from pathlib import Path
 
 import typer
 
+from trajlab.commands import options as opt
+
 
 def register(app: typer.Typer) -> None:
     @app.command("report")
     def report_cmd(
         out: Path = typer.Argument(..., metavar="OUT", show_default=False,
                                    help="Output directory of `trajlab scan` (rescore/ inside it is included)."),
-        output: Path = typer.Option(Path("report.html"), "--output", "-o", help="HTML file to write."),
+        out_file: Path = opt.out_option(Path("report.html"), help="HTML file to write."),
+        output: Path | None = opt.output_alias_option(),
         title: str | None = typer.Option(None, "--title", help="Page title (default: trajlab report: <OUT name>).",
                                          show_default=False),
         split: str | None = typer.Option(None, "--split", show_default=False,
@@ -40,7 +43,8 @@ def register(app: typer.Typer) -> None:
         from trajlab.console import console
         from trajlab.report import report
 
-        path = report(out, output, title=title, split=split, max_categories=max_categories, top_names=top_names,
+        html = output if output is not None else out_file  # --output: the old spelling of -o/--out
+        path = report(out, html, title=title, split=split, max_categories=max_categories, top_names=top_names,
                       examples_per_category=examples, window=window, run=run)
         size = path.stat().st_size
         console.print(f"wrote [bold]{escape(str(path))}[/] ({size / 1024:.0f} KiB)", highlight=False)

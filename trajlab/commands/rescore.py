@@ -8,6 +8,8 @@ from typing import Any
 
 import typer
 
+from trajlab.commands import options as opt
+
 EXIT_SPIKES = 4
 
 
@@ -24,14 +26,14 @@ def register(app: typer.Typer) -> None:
         limit: int | None = typer.Option(None, "--limit", help="At most this many trajectories (after --sample)."),
         device: str = typer.Option("auto", "--device", help="auto | cuda | cuda:N | cpu."),
         dtype: str = typer.Option("auto", "--dtype", help="auto (bf16 on GPU, fp32 on CPU) | float32 | bfloat16 | float16."),
-        tokenizer: str | None = typer.Option(None, "--tokenizer", help="Tokenizer dir or alias (qwen3, qwen3.5); default: the checkpoint's own."),
+        tokenizer: str | None = opt.tokenizer_option("Tokenizer dir or alias (qwen3, qwen3.5); default: the checkpoint's own."),
         device_map: str | None = typer.Option(None, "--device-map", help="'auto' spreads a model too big for one GPU (needs accelerate)."),
         chunk: int | None = typer.Option(None, "--chunk", help="LM-head rows per chunk (default 2048 on GPU, 256 on CPU)."),
         max_batch_tokens: int = typer.Option(16384, "--max-batch-tokens", help="Padded tokens per forward batch."),
         tokens: str = typer.Option("all", "--tokens", help="Rows in tokens.parquet: all | calls (tokens inside tool calls) | none."),
         tau_intrusion: float | None = typer.Option(None, "--tau-intrusion", help="Intrusion: control mass >= TAU at a content position (default from rules)."),
         tau_dropout: float | None = typer.Option(None, "--tau-dropout", help="Dropout: a logged control token gets probability <= 1-TAU (default from rules)."),
-        rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory with a control_tokens.yaml (repeatable)."),
+        rules: list[Path] = opt.rules_option("Extra rule-pack directory with a control_tokens.yaml (repeatable)."),
         resume: bool = typer.Option(False, "--resume", help="Keep what an interrupted run already scored; score the rest."),
         reference: str = typer.Option("first", "--reference", help="Checkpoint the others are measured against: a label, or 'first' (the first in step order)."),
         calibration_quantile: float = typer.Option(0.999, "--calibration-quantile", help="Quantile of the reference's own control-token probabilities that sets each token x region spike threshold."),
@@ -39,8 +41,8 @@ def register(app: typer.Typer) -> None:
         trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow a checkpoint's own model code."),
         allow_unsafe_pickle: bool = typer.Option(False, "--allow-unsafe-pickle", help="Load FSDP shards with full pickle (only for shards you trust)."),
         cache_merged: bool = typer.Option(False, "--cache-merged", help="Keep merged FSDP weights as safetensors next to the shards."),
-        as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+        as_json: bool = opt.json_option("Print the summary as JSON."),
+        no_progress: bool = opt.no_progress_option(),
     ) -> None:
         """Teacher-force logged trajectories through checkpoints and find control-token probability spikes.
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from trajlab.commands import options as opt
+
 rules_app = typer.Typer(
     name="rules",
     help="The tool-call taxonomy and rule packs.\n\nExample: trajlab rules check '<tool_call>\\n<function=search_web英文>...'",
@@ -18,8 +20,8 @@ rules_app = typer.Typer(
 
 @rules_app.command("list")
 def list_cmd(
-    rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory (repeatable)."),
-    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    rules: list[Path] = opt.rules_option(),
+    as_json: bool = opt.json_option(),
 ) -> None:
     """List every loaded rule: the taxonomy categories (severity, description) and user regex rules.
 
@@ -73,12 +75,12 @@ def list_cmd(
 @rules_app.command("check")
 def check_cmd(
     snippet: str = typer.Argument(..., metavar="TEXT|FILE", help="Model output to classify: the text itself, a file holding it, or - for stdin."),
-    tools: Path | None = typer.Option(None, "--tools", help="Tool schemas (JSON list of OpenAI tools, or verl tool-config YAML): enables the schema checks."),
-    tool_format: str = typer.Option("auto", "--tool-format", help="Call format: auto (detect from the text), qwen3_coder, hermes, glm45, glm47, kimi_k2, deepseek_v31, gpt_oss."),
-    rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory (repeatable)."),
+    tools: Path | None = opt.tools_option("Tool schemas (JSON list of OpenAI tools, or verl tool-config YAML): enables the schema checks."),
+    tool_format: str = opt.tool_format_option("auto (detect from the text)"),
+    rules: list[Path] = opt.rules_option(),
     no_suffix: bool = typer.Option(False, "--no-suffix", help="The prompt forbids text after the call (Qwen3-Coder/3.5/3.6 'ONLY reply ... with NO suffix')."),
     raw: bool = typer.Option(False, "--raw", help="Take TEXT literally (by default a one-line TEXT has its \\n, \\t, \\\" escapes undone)."),
-    as_json: bool = typer.Option(False, "--json", help="Print calls, findings and spans as JSON."),
+    as_json: bool = opt.json_option("Print calls, findings and spans as JSON."),
 ) -> None:
     """Classify one snippet: every call, every finding with its span highlighted, and the repair if there is one.
 

@@ -7,25 +7,27 @@ from pathlib import Path
 
 import typer
 
+from trajlab.commands import options as opt
+
 
 def register(app: typer.Typer) -> None:
     @app.command("scan")
     def scan_cmd(
         paths: list[Path] = typer.Argument(None, help="Dump files or directories (walked recursively)."),
-        out: Path = typer.Option(..., "-o", "--out", help="Output directory for the tables."),
-        tools: Path | None = typer.Option(None, "--tools", help="Tool schemas: JSON list of OpenAI tools, or verl tool-config YAML. Overrides the prompt's."),
-        input_format: str = typer.Option("auto", "--format", help="Input format: auto, verl_jsonl, verl_tool_json, openai_messages."),
-        tool_format: str = typer.Option("auto", "--tool-format", help="Tool-call format: auto, qwen3_coder, hermes, glm45, glm47, kimi_k2, deepseek_v31, gpt_oss."),
-        rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory (repeatable)."),
+        out: Path = opt.out_option(..., help="Output directory for the tables."),
+        tools: Path | None = opt.tools_option(),
+        input_format: str = opt.input_format_option(),
+        tool_format: str = opt.tool_format_option(),
+        rules: list[Path] = opt.rules_option(),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes (0 = one per CPU)."),
         strict: bool = typer.Option(False, "--strict", help="Exit 2 if any record could not be read."),
-        as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of a table."),
+        as_json: bool = opt.json_option("Print the summary as JSON instead of a table."),
         fail_above: float | None = typer.Option(None, "--fail-above", help="Exit 3 if the malformed-call rate of the last --window steps exceeds RATE (0-1)."),
         window: int = typer.Option(10, "--window", help="Steps considered by --fail-above."),
         full: bool = typer.Option(False, "--full", help="Re-scan every file (ignore parts of unchanged files)."),
-        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+        no_progress: bool = opt.no_progress_option(),
         engine: str | None = typer.Option(None, "--engine", help="auto, columnar or records (default: $TRAJLAB_ENGINE, else auto). Same tables either way; the manifest records which engine read each file."),
-        run: list[str] = typer.Option([], "--run", help="NAME=PATH: the files under PATH form run NAME (repeatable; PATH is scanned too)."),
+        run: list[str] = opt.run_paths_option("NAME=PATH: the files under PATH form run NAME (repeatable; PATH is scanned too)."),
     ) -> None:
         """Scan rollout dumps: classify every tool call and write Parquet tables into OUT.
 

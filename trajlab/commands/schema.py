@@ -6,12 +6,14 @@ import json
 
 import typer
 
+from trajlab.commands import options as opt
+
 
 def register(app: typer.Typer) -> None:
     @app.command("schema")
     def schema_cmd(
         table: str | None = typer.Argument(None, help="Only this table."),
-        as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+        as_json: bool = opt.json_option(),
         markdown: bool = typer.Option(False, "--markdown", help="Print as Markdown (the README's table reference)."),
     ) -> None:
         """Print the schema (columns, types, meaning) of every table trajlab writes.

@@ -7,19 +7,21 @@ from pathlib import Path
 
 import typer
 
+from trajlab.commands import options as opt
+
 
 def register(app: typer.Typer) -> None:
     @app.command("build-sft-pool")
     def build_sft_pool_cmd(
         out: Path = typer.Argument(..., help="Output directory of `trajlab scan` (its tables are read)."),
-        pool: Path | None = typer.Option(None, "-o", "--out", help="Pool directory (default: OUT/sft_pool)."),
+        pool: Path | None = opt.out_option(None, help="Pool directory (default: OUT/sft_pool)."),
         ratio: str = typer.Option("5:3:2", "--ratio", help="Mix positive:error_demo:hint by sample count, e.g. 5:3:2 or 1:0:0."),
         min_score: str = typer.Option(
             "group", "--min-score",
             help="Score rule for positives: 'group' (score > 0 and above the group median or the group's best), 'any', or a number N (score >= N).",
         ),
         per_group: int = typer.Option(2, "--per-group", help="At most K positives (and hints) per prompt group."),
-        tokenizer: str | None = typer.Option(None, "--tokenizer", help="Tokenizer directory for --max-tokens and the n_tokens column."),
+        tokenizer: str | None = opt.tokenizer_option("Tokenizer directory for --max-tokens and the n_tokens column."),
         max_tokens: int | None = typer.Option(None, "--max-tokens", help="Skip samples longer than N tokens (needs --tokenizer)."),
         val_fraction: float = typer.Option(0.05, "--val-fraction", help="Share of prompts held out for val.parquet (split by prompt)."),
         max_samples: int | None = typer.Option(
@@ -38,9 +40,9 @@ def register(app: typer.Typer) -> None:
         ),
         seed: int = typer.Option(0, "--seed", help="Seed of every choice (same input + seed = same bytes)."),
         run: list[str] = typer.Option([], "--run", help="Only samples from this run (repeatable; default: every run)."),
-        rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory with its own hints.yaml (repeatable)."),
-        as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of a table."),
-        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+        rules: list[Path] = opt.rules_option("Extra rule-pack directory with its own hints.yaml (repeatable)."),
+        as_json: bool = opt.json_option("Print the summary as JSON instead of a table."),
+        no_progress: bool = opt.no_progress_option("No progress bars."),
     ) -> None:
         """Build the interleaved-SFT pool (positive, error-demonstration and hint samples) from a scan.
 

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from trajlab.commands import options as opt
+
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from rich.table import Table
@@ -89,9 +91,10 @@ def register(app: typer.Typer) -> None:
             help="SQL to run (DuckDB dialect); '-' reads it from stdin. Omit it to list the views."),
         fmt: str = typer.Option("table", "--format", "-f",
                                 help="table (rich, on the terminal) | csv | json (one array) | jsonl | parquet."),
-        output: Path | None = typer.Option(None, "--output", "-o",
-                                           help="Write the result to FILE; the format follows its suffix (.csv .json .jsonl .parquet) unless --format is given.",
-                                           show_default=False),
+        out_file: Path | None = opt.out_option(
+            None, help="Write the result to FILE; the format follows its suffix (.csv .json .jsonl .parquet) unless --format is given.",
+            show_default=False),
+        output: Path | None = opt.output_alias_option(),
         limit: int = typer.Option(50, "--limit", "-n", help="Rows shown by --format table (0: all)."),
         vertical: bool | None = typer.Option(
             None, "--vertical/--horizontal",
@@ -117,6 +120,7 @@ def register(app: typer.Typer) -> None:
         from trajlab.console import console, err_console
         from trajlab.errors import TrajlabError
 
+        output = opt.pick_out(out_file, output)
         if fmt == "table" and output is not None:  # -o FILE alone: the format from the file name
             fmt = SUFFIX_FORMATS.get(output.suffix.lower(), "")
             if not fmt:
@@ -126,7 +130,7 @@ def register(app: typer.Typer) -> None:
             raise TrajlabError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
         if query is None:
             if fmt != "table" or output is not None:
-                raise TrajlabError("--format/--output need a QUERY")
+                raise TrajlabError("--format/-o need a QUERY")
             _print_views(q.list_views(out), console)
             err_console.print(f'[dim]try: trajlab sql {escape(str(out))} "SELECT function_name, nearest_tool, calls FROM '
                               f'garbled_names LIMIT 10"[/]', highlight=False, soft_wrap=True)

@@ -6,12 +6,14 @@ from pathlib import Path
 
 import typer
 
+from trajlab.commands import options as opt
+
 
 def register(app: typer.Typer) -> None:
     @app.command("watch")
     def watch_cmd(
         paths: list[Path] = typer.Argument(None, help="Run directory (or a root of runs) that training writes into."),
-        out: Path = typer.Option(..., "-o", "--out", help="Output directory: a scan output, kept up to date."),
+        out: Path = opt.out_option(..., help="Output directory: a scan output, kept up to date."),
         interval: float = typer.Option(5.0, "--interval", help="Seconds between looks at the directory."),
         fail_above: float | None = typer.Option(None, "--fail-above", help="Trip when a run's malformed-call rate over its last --window steps exceeds RATE (0-1)."),
         window: int = typer.Option(10, "--window", help="Steps considered by --fail-above."),
@@ -20,11 +22,11 @@ def register(app: typer.Typer) -> None:
         keep_watching: bool = typer.Option(False, "--keep-watching", help="After a trip, keep watching (each run trips once per reason) instead of exiting 3."),
         publish_every: float = typer.Option(60.0, "--publish-every", help="Seconds between refreshing OUT's tables (0: after every look that found data)."),
         idle_exit: float | None = typer.Option(None, "--idle-exit", help="Stop after SECONDS without new data (default: run until Ctrl-C)."),
-        run: list[str] = typer.Option([], "--run", help="NAME=PATH: the files under PATH form run NAME (repeatable)."),
-        tools: Path | None = typer.Option(None, "--tools", help="Tool schemas (JSON list or verl tool-config YAML); overrides the prompt's."),
-        input_format: str = typer.Option("auto", "--format", help="Input format: auto, verl_jsonl, verl_tool_json, openai_messages."),
-        tool_format: str = typer.Option("auto", "--tool-format", help="Tool-call format: auto, qwen3_coder, hermes."),
-        rules: list[Path] = typer.Option([], "--rules", help="Extra rule-pack directory (repeatable)."),
+        run: list[str] = opt.run_paths_option(),
+        tools: Path | None = opt.tools_option(),
+        input_format: str = opt.input_format_option(),
+        tool_format: str = opt.tool_format_option(),
+        rules: list[Path] = opt.rules_option(),
     ) -> None:
         """Follow a live run: scan each new or grown step file as it lands, print one line per step, and trip
         (exit 3, or run --on-trip) when a run's early warning fires or --fail-above is exceeded.

@@ -1,0 +1,79 @@
+"""The command-line options several commands share: one definition (flag spellings, type, help) each.
+
+Every ``trajlab`` command in this package takes its shared options from these factories, so a flag means the same
+thing and reads the same way everywhere: ``--json``, ``--rules``, ``--no-progress``, ``--tokenizer``, ``--tools``,
+``--format`` (input format), ``--tool-format``, ``--run NAME=PATH`` and ``-o/--out``. A short flag has one meaning
+across commands: ``-o`` is always ``--out``, the path a command writes. Commands that once spelled it ``--output``
+keep that spelling as a hidden alias (:func:`output_alias_option` with :func:`pick_out`), so scripts keep working.
+A factory takes ``help=`` only where the option's effect differs by command (e.g. which rule-pack file is read).
+Only the CLI speaks flags: nothing in the library imports this module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+#: the call formats ``--tool-format`` accepts, in the registry's order (a test checks them against
+#: ``trajlab.toolcalls.formats.KNOWN_FORMATS``; spelled out here so ``--help`` does not import every format module)
+TOOL_FORMAT_NAMES: tuple[str, ...] = ("qwen3_coder", "hermes", "glm45", "glm47", "kimi_k2", "deepseek_v31", "gpt_oss")
+
+#: the input formats ``--format`` accepts in ``scan`` and ``watch``
+INPUT_FORMAT_NAMES: tuple[str, ...] = ("auto", "verl_jsonl", "verl_tool_json", "openai_messages")
+
+
+def json_option(help: str = "Print as JSON.") -> Any:
+    """``--json``: print the command's result as JSON instead of a table."""
+    return typer.Option(False, "--json", help=help)
+
+
+def rules_option(help: str = "Extra rule-pack directory (repeatable).") -> Any:
+    """``--rules DIR`` (repeatable): extra rule-pack directories on top of the built-in rules."""
+    return typer.Option([], "--rules", help=help)
+
+
+def no_progress_option(help: str = "No progress bar.") -> Any:
+    """``--no-progress``: draw no progress bar."""
+    return typer.Option(False, "--no-progress", help=help)
+
+
+def tokenizer_option(help: str) -> Any:
+    """``--tokenizer DIR|ALIAS``: the tokenizer to load (what it is used for depends on the command)."""
+    return typer.Option(None, "--tokenizer", help=help)
+
+
+def tools_option(help: str = "Tool schemas: JSON list of OpenAI tools, or verl tool-config YAML. Overrides the prompt's.") -> Any:
+    """``--tools FILE``: tool schemas that enable the schema checks."""
+    return typer.Option(None, "--tools", help=help)
+
+
+def input_format_option() -> Any:
+    """``--format``: the dump's input format (``scan``, ``watch``)."""
+    return typer.Option("auto", "--format", help=f"Input format: {', '.join(INPUT_FORMAT_NAMES)}.")
+
+
+def tool_format_option(auto: str = "auto") -> Any:
+    """``--tool-format``: the call format; ``auto`` is described by ``auto`` (e.g. "auto (detect from the text)")."""
+    return typer.Option("auto", "--tool-format", help=f"Tool-call format: {', '.join((auto, *TOOL_FORMAT_NAMES))}.")
+
+
+def run_paths_option(help: str = "NAME=PATH: the files under PATH form run NAME (repeatable).") -> Any:
+    """``--run NAME=PATH`` (repeatable): name the run the files under PATH form (``scan``, ``watch``)."""
+    return typer.Option([], "--run", help=help)
+
+
+def out_option(default: Any, help: str, **kw: Any) -> Any:
+    """``-o/--out``: the path the command writes (a directory or a file, per command)."""
+    return typer.Option(default, "-o", "--out", help=help, **kw)
+
+
+def output_alias_option() -> Any:
+    """``--output``: hidden old spelling of ``-o/--out`` where a command used it; combine with :func:`pick_out`."""
+    return typer.Option(None, "--output", hidden=True, help="Old spelling of -o/--out.")
+
+
+def pick_out(out: Path | None, output: Path | None) -> Path | None:
+    """The path given by ``-o/--out`` or by its hidden alias ``--output`` (the alias, when given, wins)."""
+    return output if output is not None else out
