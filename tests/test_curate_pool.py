@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from test_curate_support import scan_dir, write_clean_run, write_hermes_run, write_xml_run
+from helpers.curate_runs import scan_dir, write_clean_run, write_hermes_run, write_xml_run
 
 from trajlab.curate import build_sft_pool
 from trajlab.curate.conversation import split_think, trained_text

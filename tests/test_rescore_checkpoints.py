@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("torch.distributed.tensor")  # registers the DTensor classes for weights_only loads
 
-from rescore_fixtures import (  # noqa: E402
+from helpers.rescore_fixtures import (  # noqa: E402
     QWEN3_VOCAB,
     FsdpJob,
     UntrustedStateDict,

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rescore_scan_data import checkpoints, scan_run  # noqa: E402
+from helpers.rescore_scan_data import checkpoints, scan_run  # noqa: E402
 
 from trajlab.cli import main  # noqa: E402
 from trajlab.errors import TableError, TrajlabError  # noqa: E402

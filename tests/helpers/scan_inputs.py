@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from verl_lines import (
+from helpers.verl_lines import (
     TOOLS,
     hermes_call,
     hermes_prompt,
