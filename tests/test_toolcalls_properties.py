@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from helpers.mutations import mutate
 from helpers.verl_reference import ref_hermes, ref_qwen3_coder
 from hypothesis import HealthCheck, assume, given, settings
@@ -207,6 +208,7 @@ def mutated(draw: Any) -> tuple[str, str, list[dict[str, Any]]]:
     return mutate(draw, text, FRAGMENTS), fmt, tools
 
 
+@pytest.mark.slow  # > 20 s on 2 shared cores (setup included)
 @settings(max_examples=300, deadline=None)
 @given(mutated())
 def test_never_raises_on_mutated_calls(case: tuple[str, str, list[dict[str, Any]]]) -> None:
