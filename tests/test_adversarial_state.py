@@ -116,15 +116,22 @@ def test_a_second_scan_into_the_same_directory_is_refused(tmp_path, capfd):
 
 
 def test_part_files_written_at_once_never_collide(tmp_path):
-    from trajlab.scan.parts import read_part, write_part
+    """Writers of one unit's part files at the same moment (two scans racing) never collide on a temp file."""
+    from trajlab.ingest import FileTask
+    from trajlab.scan.parts import PART_TABLES, RangeParts, part_path, write_unit_parts
 
-    t = pa.table({"x": list(range(1000))})
+    tables = {s.name: s.schema.empty_table() for s in PART_TABLES}
+    tables["ingest_errors"] = pa.Table.from_pylist(
+        [{"source_path": "a.jsonl", "line": i, "reason": "x" * 50} for i in range(1000)],
+        schema=tables["ingest_errors"].schema)
+    task = FileTask(str(tmp_path / "a.jsonl"), "a.jsonl", "verl_jsonl", None, 1, 0, 10, 1, 0)
+    unit = tmp_path / "u-0123456789abcdef0123"
     errors: list[BaseException] = []
 
     def go() -> None:
         try:
             for _ in range(20):
-                write_part(t, tmp_path / "00000.calls.arrow")
+                write_unit_parts(unit, [RangeParts(task, "d" * 40, tmp_path / "pdir", tables, "records")])
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
 
@@ -133,7 +140,10 @@ def test_part_files_written_at_once_never_collide(tmp_path):
         th.start()
     for th in threads:
         th.join()
-    assert not errors and read_part(tmp_path / "00000.calls.arrow").equals(t)
+    assert not errors
+    with pa.memory_map(str(part_path(unit, "ingest_errors"))) as src:
+        assert pa.ipc.open_file(src).read_all().equals(tables["ingest_errors"])
+    assert not [p for p in unit.iterdir() if p.name.endswith(".tmp")]
 
 
 def test_rescans_are_byte_identical_in_every_column(tmp_path):

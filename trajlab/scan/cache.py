@@ -77,7 +77,7 @@ def previous_merge_key(out: Path) -> str | None:
         return None
 
 
-_PART_KEY = re.compile(r"[0-9a-f]{20}")
+_PART_KEY = re.compile(r"(?:u-)?[0-9a-f]{20}")  # a file key, or a unit directory (parts.unit_name)
 
 
 def prune_parts(parts_root: Path, live: set[str]) -> None:

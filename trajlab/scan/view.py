@@ -37,17 +37,22 @@ def _fmt_score(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "-"
 
 
-def runs_table(runs: list[dict[str, Any]], steps: list[dict[str, Any]]) -> Table:
-    """The runs compared: steps covered, malformed rate early → late, first warning, top categories, score trend."""
+def runs_table(runs: list[dict[str, Any]], steps: list[dict[str, Any]]) -> Group:
+    """The runs compared: steps covered, malformed rate early → late, first warning, score trend; then each run's
+    rate per step (a sparkline of up to 20 buckets) and top category. Two tables, so that each fits 80 columns
+    with whole run names."""
     t = Table(title="runs compared: malformed-call rate and mean score, early → late (first → last quarter of a "
                     "run's steps)",
               title_justify="left", box=None, pad_edge=False)
-    for name, kw in (("run", {"no_wrap": True, "overflow": "fold", "ratio": 1, "min_width": 8}),
+    for name, kw in (("run", {"overflow": "fold", "ratio": 1, "min_width": 8}),
                      ("steps", {"no_wrap": True}), ("calls", {"justify": "right", "no_wrap": True}),
-                     ("malformed", {"no_wrap": True}), ("per step", {"no_wrap": True}),
-                     ("warning", {"no_wrap": True}), ("score", {"no_wrap": True}),
-                     ("top category", {"overflow": "ellipsis", "no_wrap": True, "max_width": 28})):
+                     ("malformed", {"no_wrap": True}), ("warning", {"no_wrap": True}),
+                     ("score", {"no_wrap": True})):
         t.add_column(name, **kw)
+    trend = Table(box=None, pad_edge=False)
+    for name, kw in (("run", {"overflow": "fold", "ratio": 1, "min_width": 8}), ("rate per step", {"no_wrap": True}),
+                     ("top category", {"overflow": "ellipsis", "no_wrap": True, "max_width": 30})):
+        trend.add_column(name, **kw)
     for r in runs:
         seq = sorted((x for x in steps if x.get("run") == r["run"] and x["split"] == r["split"]
                       and x["step"] is not None), key=lambda x: x["step"])
@@ -60,10 +65,10 @@ def runs_table(runs: list[dict[str, Any]], steps: list[dict[str, Any]]) -> Table
         span = f"{r['first_step']}..{r['last_step']}" if r["steps"] else "-"
         top = r["top_categories"][0] if r["top_categories"] else None
         t.add_row(Text(r["run"]), span, f"{r['calls']:,}", f"{_fmt_rate(r['early_rate'])} → {_fmt_rate(r['late_rate'])}",
-                  sparkline(rates, 1.0 if rates else None) if rates else "", warn,
-                  f"{_fmt_score(r['early_score'])} → {_fmt_score(r['late_score'])}",
-                  Text(f"{top['category']} {top['calls']}" if top else "-"))
-    return t
+                  warn, f"{_fmt_score(r['early_score'])} → {_fmt_score(r['late_score'])}")
+        trend.add_row(Text(r["run"]), sparkline(rates, 1.0 if rates else None) if rates else "",
+                      Text(f"{top['category']} {top['calls']}" if top else "-"))
+    return Group(t, Text(""), trend)
 
 
 def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict[str, int]] | None = None) -> Group:
