@@ -13,10 +13,18 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from adversarial import assert_clean_failure, cli, good_line, good_record, scan_json, snapshot, write_run
+from helpers.adversarial import (
+    assert_clean_failure,
+    cli,
+    good_line,
+    good_record,
+    scan_json,
+    snapshot,
+    write_run,
+)
+from helpers.mutations import mutate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mutations import mutate
 
 from trajlab.ingest import detect_format, find_inputs, iter_records, plan_tasks
 from trajlab.model import IngestError, RawTrajectory

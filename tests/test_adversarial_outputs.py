@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from adversarial import assert_clean_failure, cli, good_line, scan_json, snapshot, write_run
+from helpers.adversarial import assert_clean_failure, cli, good_line, scan_json, snapshot, write_run
 
 
 @pytest.fixture(scope="module")

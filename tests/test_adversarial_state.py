@@ -17,7 +17,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from adversarial import RAW_CONTROL, assert_clean_failure, cli, good_line, good_record, scan_json, write_run
+from helpers.adversarial import (
+    RAW_CONTROL,
+    assert_clean_failure,
+    cli,
+    good_line,
+    good_record,
+    scan_json,
+    write_run,
+)
 
 from trajlab.scan import scan
 

@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from adversarial import RAW_CONTROL, assert_clean_failure, cli, good_line, scan_json
-from verl_lines import legacy_line, output_of, qwen35_prompt, xml_call
+from helpers.adversarial import RAW_CONTROL, assert_clean_failure, cli, good_line, scan_json
+from helpers.verl_lines import legacy_line, output_of, qwen35_prompt, xml_call
 
 HOSTILE = [
     "\x1b[2J\x1b[31mred\x1b[0m",  # clear screen + colour (CSI)

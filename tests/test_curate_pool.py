@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from test_curate_support import scan_dir, write_clean_run, write_hermes_run, write_xml_run
+from helpers.curate_runs import scan_dir, write_clean_run, write_hermes_run, write_xml_run
 
 from trajlab.curate import build_sft_pool
 from trajlab.curate.conversation import split_think, trained_text
@@ -294,6 +294,7 @@ def _verl_python() -> str | None:
 VERL_CHECK = Path(__file__).resolve().parents[2] / "shared" / "tools" / "verl-sft-check" / "verl_sft_load.py"
 
 
+@pytest.mark.slow  # > 20 s on 2 shared cores (setup included)
 @pytest.mark.verl
 def test_verl_multiturn_sft_dataset_loads_the_pool(sample_pool):
     """verl 0.9.1's own MultiTurnSFTDataset with the real Qwen3 tokenizer (verl_sft_check; skipped without verl).

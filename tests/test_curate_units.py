@@ -201,7 +201,7 @@ def test_rename_tools_unique_and_new():
 
 
 def test_locate_tool_block_qwen35_and_hermes():
-    from verl_lines import hermes_prompt, qwen35_prompt
+    from helpers.verl_lines import hermes_prompt, qwen35_prompt
 
     for inp, own in ((qwen35_prompt("Q"), ""), (hermes_prompt("Q"), "You are a helpful assistant.")):
         system = split_prompt(inp).messages[0].content

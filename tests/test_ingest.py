@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from verl_lines import (
+from helpers.verl_lines import (
     FETCH_WEB,
     SEARCH_WEB,
     hermes_call,

@@ -13,7 +13,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_query_fixture import build_run
+from helpers.docs import doc_queries
+from helpers.query_run import build_run
 
 import trajlab
 from trajlab.cli import main
@@ -239,20 +240,8 @@ def test_cli_lists_views_and_prints_results(run: Path, tmp_path: Path, capsys: p
     assert "choose one of" in capsys.readouterr().err
 
 
-def _doc_queries() -> list[str]:
-    """Every `trajlab sql OUT "..."` example in the README."""
-    found: list[str] = []
-    for p in (REPO / "README.md", REPO / "docs" / "sql_report_show.md"):
-        if p.is_file():
-            for m in re.finditer(r'^\s*(?:\$ )?trajlab sql \S+ "((?:[^"\\]|\\.)+)"', p.read_text(encoding="utf-8"), re.M):
-                q = m.group(1).replace('\\"', '"')
-                if q not in found:
-                    found.append(q)
-    return found
-
-
 def test_documented_example_queries_run(run: Path, tmp_path: Path) -> None:
-    queries = _doc_queries() + [h.example for h in HELPERS]
+    queries = doc_queries() + [h.example for h in HELPERS]
     assert len(queries) >= len(HELPERS) + 5, "the README should show at least 5 example queries"
     # rescore examples bind against tables with the rescore schemas (empty here; test_report fills them)
     from trajlab.rescore.outputs import CALIBRATION, COMPARE, DISCOVERED, DISTRIBUTION, PAIRED, PER_CHECKPOINT

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from test_query_fixture import build_run
+from helpers.query_run import build_run
+from helpers.report_html import CHROMIUM, js_problems, parse_page, run_chromium
 
 from trajlab.cli import main
 from trajlab.report import report
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
@@ -29,55 +25,9 @@ def page(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return report(run, tmp_path_factory.mktemp("html") / "report.html")
 
 
-class _Scan(HTMLParser):
-    """Collects what the tests look at: external references, scripts, charts and their SVG texts."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.refs: list[str] = []
-        self.tags: list[str] = []
-        self.charts: list[str] = []
-        self.svg_text: dict[str, list[str]] = {}
-        self._chart: str | None = None
-        self._in_text = 0
-        self.examples: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = dict(attrs)
-        self.tags.append(tag)
-        for k in ("src", "href", "xlink:href", "action", "data"):
-            v = a.get(k)
-            if v and not v.startswith(("#", "data:")):
-                self.refs.append(f"{tag} {k}={v}")
-        if tag == "figure" and "chart" in (a.get("class") or ""):
-            self._chart = a.get("data-chart") or "?"
-            self.charts.append(self._chart)
-            self.svg_text[self._chart] = []
-        if tag == "text" and self._chart:
-            self._in_text += 1
-        if tag == "article" and a.get("data-category"):
-            self.examples.append(a["data-category"] or "")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "figure":
-            self._chart = None
-        if tag == "text" and self._in_text:
-            self._in_text -= 1
-
-    def handle_data(self, data: str) -> None:
-        if self._in_text and self._chart and data.strip():
-            self.svg_text[self._chart].append(data.strip())
-
-
-def _scan(path: Path) -> _Scan:
-    s = _Scan()
-    s.feed(path.read_text(encoding="utf-8"))
-    return s
-
-
 def test_page_is_self_contained_and_has_labelled_charts(page: Path, run: Path) -> None:
     html = page.read_text(encoding="utf-8")
-    s = _scan(page)
+    s = parse_page(page)
     assert s.refs == []  # nothing loaded from anywhere: no CDN, no file, no font
     assert "link" not in s.tags and "iframe" not in s.tags and "img" not in s.tags
     assert "Content-Security-Policy" in html and "default-src 'none'" in html
@@ -95,7 +45,7 @@ def test_page_is_self_contained_and_has_labelled_charts(page: Path, run: Path) -
 def test_early_warning_is_marked_and_the_rate_rises_after_it(page: Path, run: Path) -> None:
     ew = json.loads((run / "manifest.json").read_text())["summary"]["early_warning"]
     assert ew is not None
-    s = _scan(page)
+    s = parse_page(page)
     for chart in ("overview", "categories"):
         texts = " ".join(s.svg_text[chart])
         assert f"step {ew['step']}" in texts and "early warning" in texts
@@ -130,45 +80,29 @@ def test_cli_and_deterministic_output(run: Path, page: Path, tmp_path: Path, cap
     assert main(["report", str(tmp_path / "missing"), "-o", str(dest)]) == 2
 
 
-def _chromium(html: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--disable-dev-shm-usage", f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr", "--v=0",
-           "--virtual-time-budget=5000", *args, html.resolve().as_uri()]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-
-
-def _problems(proc: subprocess.CompletedProcess[str], dom: str) -> list[str]:
-    found = [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln]
-    m = re.search(r'data-js-errors="([^"]*)"', dom)
-    if m:
-        found.append(m.group(1))
-    return found
-
-
 @pytest.mark.chromium
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
 def test_renders_in_headless_chromium(page: Path, tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
-    p = _chromium(page, tmp_path, f"--screenshot={shot}", "--window-size=1280,2400", "--hide-scrollbars")
+    p = run_chromium(page, tmp_path, f"--screenshot={shot}", "--window-size=1280,2400", "--hide-scrollbars")
     assert p.returncode == 0, p.stderr[-2000:]
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert (width, height) == (1280, 2400) and len(png) > 50_000  # a real page, not a blank one
-    d = _chromium(page, tmp_path, "--dump-dom")
+    d = run_chromium(page, tmp_path, "--dump-dom")
     assert d.returncode == 0, d.stderr[-2000:]
-    n_charts = len(_scan(page).charts)
+    n_charts = len(parse_page(page).charts)
     ready = re.search(r'data-charts-ready="(\d+)"', d.stdout)
     assert ready and int(ready.group(1)) == n_charts == 2  # every chart drew a non-empty SVG
-    assert _problems(d, d.stdout) == []
+    assert js_problems(d, d.stdout) == []
     # the detector does detect: the same page with a JS error and an external image reports both
     broken = tmp_path / "broken.html"
     broken.write_text(page.read_text(encoding="utf-8").replace(
         "</main>", '<img src="https://cdn.example.com/x.png"><script>noSuchFunction();</script></main>'),
         encoding="utf-8")
-    b = _chromium(broken, tmp_path, "--dump-dom")
-    problems = " ".join(_problems(b, b.stdout))
+    b = run_chromium(broken, tmp_path, "--dump-dom")
+    problems = " ".join(js_problems(b, b.stdout))
     assert "noSuchFunction" in problems and "cdn.example.com" in problems
 
 
@@ -191,7 +125,7 @@ def test_empty_scan_gives_a_report_without_charts(tmp_path: Path) -> None:
     for name, spec in SCAN_TABLES.items():
         write_table(spec, empty_table(spec), out / f"{name}.parquet")
     page = report(out, tmp_path / "e.html")
-    s = _scan(page)
+    s = parse_page(page)
     html = page.read_text(encoding="utf-8")
     assert s.charts == [] and s.refs == []
     assert "No early warning" in html and "No steps to plot" in html and "No findings" in html

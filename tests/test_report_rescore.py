@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-from test_query_fixture import build_rescore, build_run
-from test_report import _scan
+from helpers.query_run import build_rescore, build_run
+from helpers.report_html import parse_page
 
 from trajlab.query import sql
 from trajlab.report import report
@@ -21,7 +21,7 @@ def rescored(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_rescore_section_has_spike_and_token_charts(rescored: Path, tmp_path: Path) -> None:
     page = report(rescored, tmp_path / "r.html")
     html = page.read_text(encoding="utf-8")
-    s = _scan(page)
+    s = parse_page(page)
     assert s.charts == ["overview", "categories", "spikes", "tokens"]
     assert s.refs == []
     spikes = " ".join(s.svg_text["spikes"])

@@ -11,11 +11,11 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers.docs import doc_queries
+from helpers.report_html import CHROMIUM, js_problems, parse_page, run_chromium
+from helpers.show_style import highlighted
 from rich.console import Console
 from rich.text import Text
-from test_query import _doc_queries
-from test_report import CHROMIUM, _chromium, _problems, _scan
-from test_show import _highlighted
 
 from trajlab.query import sql
 from trajlab.report import report
@@ -34,13 +34,10 @@ def _run_config():
 
 
 @pytest.fixture(scope="module")
-def sample_scan(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from trajlab.scan import scan
-
-    out = tmp_path_factory.mktemp("sample") / "out"
-    summary = scan([SAMPLE], out, progress=False)
+def sample_scan(sample_xml_scan) -> Path:
+    summary = sample_xml_scan.summary  # the session's scan of SAMPLE (read-only here)
     assert summary.trajectories > 0 and summary.calls > 0, "the scan classified nothing"
-    return out
+    return sample_xml_scan.out
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +51,7 @@ def test_report_shows_the_rate_rising_after_the_rot_with_the_early_warning(sampl
     assert ew is not None and ew["split"] == "train"
     assert cfg.onset < ew["step"] <= cfg.onset + (cfg.schedule_steps - cfg.onset) // 2
     html = sample_report.read_text(encoding="utf-8")
-    s = _scan(sample_report)
+    s = parse_page(sample_report)
     assert s.charts[:2] == ["overview", "categories"] and s.refs == []
     for chart in ("overview", "categories"):
         texts = " ".join(s.svg_text[chart])
@@ -75,16 +72,16 @@ def test_report_shows_the_rate_rising_after_the_rot_with_the_early_warning(sampl
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
 def test_sample_report_renders_in_chromium(sample_report: Path, tmp_path: Path) -> None:
     shot = tmp_path / "sample.png"
-    p = _chromium(sample_report, tmp_path, f"--screenshot={shot}", "--window-size=1280,2400", "--hide-scrollbars")
+    p = run_chromium(sample_report, tmp_path, f"--screenshot={shot}", "--window-size=1280,2400", "--hide-scrollbars")
     assert p.returncode == 0 and shot.stat().st_size > 50_000
-    d = _chromium(sample_report, tmp_path, "--dump-dom")
+    d = run_chromium(sample_report, tmp_path, "--dump-dom")
     ready = re.search(r'data-charts-ready="(\d+)"', d.stdout)
-    assert ready and int(ready.group(1)) == len(_scan(sample_report).charts)
-    assert _problems(d, d.stdout) == []
+    assert ready and int(ready.group(1)) == len(parse_page(sample_report).charts)
+    assert js_problems(d, d.stdout) == []
 
 
 def test_documented_queries_answer_on_the_sample_scan(sample_scan: Path) -> None:
-    queries = [q for q in _doc_queries() if "rescore_" not in q]
+    queries = [q for q in doc_queries() if "rescore_" not in q]
     assert len(queries) >= 5
     for q in queries:
         t = sql(sample_scan, q)
@@ -102,6 +99,6 @@ def test_show_highlights_a_garbled_name_of_the_sample_run(sample_scan: Path) -> 
     show(sample_scan, r["trajectory_id"], console=Console(file=buf, force_terminal=True, color_system="truecolor",
                                                           width=200))
     out = buf.getvalue()
-    assert _highlighted(r["span"]) in out
+    assert highlighted(r["span"]) in out
     plain = Text.from_ansi(out).plain
     assert r["message"].splitlines()[0] in plain

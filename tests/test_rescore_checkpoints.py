@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("torch.distributed.tensor")  # registers the DTensor classes for weights_only loads
 
-from rescore_fixtures import (  # noqa: E402
+from helpers.rescore_fixtures import (  # noqa: E402
     QWEN3_VOCAB,
     FsdpJob,
     UntrustedStateDict,
@@ -77,6 +77,7 @@ def _copy(src: Path, dst: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ FSDP merge
+@pytest.mark.slow  # > 20 s on 2 shared cores (setup included)
 def test_fsdp2_shards_merge_back_bit_exactly(run):
     ref = torch.load(run["root"] / "q3_ref.pt", weights_only=True)
     shard0 = torch.load(run["a_q3"] / "model_world_size_2_rank_0.pt", weights_only=True)
@@ -327,6 +328,7 @@ def test_config_errors(run, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ resolving
+@pytest.mark.slow  # > 20 s on 2 shared cores (setup included)
 def test_verl_root_layouts_steps_and_labels(run, tmp_path):
     root = checkpoints_root(tmp_path / "ckpts" / "proj" / "exp", {
         40: lambda a: hf_actor(a, run["q2"]),                       # save_contents with hf_model

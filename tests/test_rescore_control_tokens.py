@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from rescore_fixtures import qwen3_tokenizer, qwen35_tokenizer  # noqa: E402
+from helpers.rescore_fixtures import qwen3_tokenizer, qwen35_tokenizer  # noqa: E402
 
 from trajlab.errors import TrajlabError  # noqa: E402
 from trajlab.rescore.control_tokens import (  # noqa: E402

@@ -18,8 +18,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from helpers.report_html import CHROMIUM, js_problems, parse_page, run_chromium  # noqa: E402
 from rich.console import Console  # noqa: E402
-from test_report import CHROMIUM, _chromium, _problems, _scan  # noqa: E402
 
 from trajlab.commands.rescore import print_summary  # noqa: E402
 from trajlab.report import report  # noqa: E402
@@ -32,12 +32,8 @@ pytestmark = [pytest.mark.slow,
 
 
 @pytest.fixture(scope="module")
-def scanned(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from trajlab.scan import scan
-
-    out = tmp_path_factory.mktemp("demo") / "scan"
-    scan([REPO / "sample_data" / "qwen35_xml_run"], out, progress=False)
-    return out
+def scanned(sample_xml_scan) -> Path:
+    return sample_xml_scan.out  # the session's scan of sample_data/qwen35_xml_run; copied before each rescore
 
 
 def _rescored(scanned: Path, dest: Path, **kw):
@@ -91,7 +87,7 @@ def test_drift_page_in_the_report(train, tmp_path):
     out, s = train
     page = report(out, tmp_path / "r.html")
     html = page.read_text(encoding="utf-8")
-    sc = _scan(page)
+    sc = parse_page(page)
     # the drift page comes before the fixed-threshold section
     assert sc.charts[2:] == ["drift", "distribution", "log_odds", "spikes", "tokens"] and sc.refs == []
     drift = " ".join(sc.svg_text["drift"])
@@ -123,11 +119,11 @@ def test_drift_page_renders_in_chromium(train, tmp_path):
     tail = html.index('<p class="muted" style="margin-top:40px">')
     only.write_text(html[:body_start] + html[start:end] + html[tail:], encoding="utf-8")
     shot = tmp_path / "drift.png"
-    p = _chromium(only, tmp_path, f"--screenshot={shot}", "--window-size=1280,3000", "--hide-scrollbars")
+    p = run_chromium(only, tmp_path, f"--screenshot={shot}", "--window-size=1280,3000", "--hide-scrollbars")
     assert p.returncode == 0, p.stderr[-2000:]
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 80_000
-    d = _chromium(only, tmp_path, "--dump-dom")
+    d = run_chromium(only, tmp_path, "--dump-dom")
     ready = re.search(r'data-charts-ready="(\d+)"', d.stdout)
-    assert ready and int(ready.group(1)) == len(_scan(only).charts) == 3
-    assert _problems(d, d.stdout) == []
+    assert ready and int(ready.group(1)) == len(parse_page(only).charts) == 3
+    assert js_problems(d, d.stdout) == []

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rescore_scan_data import checkpoints, scan_run  # noqa: E402
+from helpers.rescore_scan_data import checkpoints, scan_run  # noqa: E402
 
 from trajlab.cli import main  # noqa: E402
 from trajlab.errors import TableError, TrajlabError  # noqa: E402
@@ -37,6 +37,7 @@ def _read(out, label, table):
     return pq.read_table(out / "rescore" / label / f"{table}.parquet")
 
 
+@pytest.mark.slow  # > 20 s on 2 shared cores (setup included)
 def test_tables_and_summary(run):
     out, s = run["out"], run["summary"]
     assert [c.label for c in s.checkpoints] == ["ckpt_a", "ckpt_b"]
@@ -137,6 +138,7 @@ def test_compare_table(run):
     assert ends and ends[0]["n_positions"] > 0
 
 
+@pytest.mark.slow  # > 20 s on 2 shared cores (setup included)
 def test_selection_tokens_calls_and_thresholds(run, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(run["out"], out, ignore=shutil.ignore_patterns("rescore"))
@@ -163,6 +165,7 @@ def test_selection_tokens_calls_and_thresholds(run, tmp_path):
     assert _read(out, "ckpt_a", "tokens").num_rows == 0
 
 
+@pytest.mark.slow  # > 20 s on 2 shared cores (setup included)
 def test_resume_after_interruption(run, tmp_path, monkeypatch):
     out = tmp_path / "out"
     shutil.copytree(run["out"], out, ignore=shutil.ignore_patterns("rescore"))
@@ -200,6 +203,7 @@ def test_resume_after_interruption(run, tmp_path, monkeypatch):
     assert _read(out, "ckpt_b", "tokens").num_rows == tok_fresh
 
 
+@pytest.mark.slow  # > 20 s on 2 shared cores (setup included)
 def test_cli_summary_json_and_fail_above(run, tmp_path, capsys):
     out = tmp_path / "out"
     shutil.copytree(run["out"], out, ignore=shutil.ignore_patterns("rescore"))
@@ -224,6 +228,7 @@ def test_cli_summary_json_and_fail_above(run, tmp_path, capsys):
     assert "--reference 'ckpt_c'" in err and "ckpt_a, ckpt_b" in err and "Traceback" not in err
 
 
+@pytest.mark.slow  # > 20 s on 2 shared cores (setup included)
 def test_copy_of_the_reference_and_drift_tables(run, tmp_path):
     """A copy of the reference checkpoint: calibrated rate at most 1 - q, every paired delta exactly 0."""
     out = tmp_path / "out"
@@ -263,6 +268,7 @@ def test_bad_input_is_one_line(run, tmp_path, capsys):
     assert main(["rescore", str(run["out"]), "--ckpt", str(run["a"]), "--tokens", "some"]) == 2
 
 
+@pytest.mark.slow  # > 20 s on 2 shared cores (setup included)
 def test_torchrun_two_processes_merge_their_parts(run, tmp_path):
     """`torchrun --nproc-per-node 2 -m trajlab rescore` on CPU (gloo): each rank scores half, rank 0 merges."""
     import os

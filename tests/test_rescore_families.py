@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rescore_fixtures import (  # noqa: E402
+from helpers.rescore_fixtures import (  # noqa: E402
     copy_tokenizer,
     deepseek_tokenizer_dir,
     save_tiny_model,

@@ -14,8 +14,8 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
-from rescore_fixtures import QWEN3_VOCAB, build_tiny_model  # noqa: E402
-from rescore_scan_data import checkpoints, scan_run  # noqa: E402
+from helpers.rescore_fixtures import QWEN3_VOCAB, build_tiny_model  # noqa: E402
+from helpers.rescore_scan_data import checkpoints, scan_run  # noqa: E402
 
 from trajlab.rescore.scoring import ChunkedScorer, ScoreRequest  # noqa: E402
 

@@ -9,8 +9,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rescore_fixtures import QWEN3_VOCAB, QWEN35_VOCAB, build_tiny_model, qwen3_tokenizer, qwen35_tokenizer  # noqa: E402
-from verl_lines import output_of, xml_call  # noqa: E402
+from helpers.rescore_fixtures import (  # noqa: E402
+    QWEN3_VOCAB,
+    QWEN35_VOCAB,
+    build_tiny_model,
+    qwen3_tokenizer,
+    qwen35_tokenizer,
+)
+from helpers.verl_lines import output_of, xml_call  # noqa: E402
 
 from trajlab.ingest.turns import split_turns  # noqa: E402
 from trajlab.rescore.control_tokens import load_control_rules, resolve_control_set  # noqa: E402

@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from rescore_fixtures import qwen3_tokenizer, qwen35_tokenizer  # noqa: E402
-from verl_lines import TOOLS, hermes_call, hermes_prompt, output_of, qwen35_prompt, xml_call  # noqa: E402
+from helpers.rescore_fixtures import qwen3_tokenizer, qwen35_tokenizer  # noqa: E402
+from helpers.verl_lines import TOOLS, hermes_call, hermes_prompt, output_of, qwen35_prompt, xml_call  # noqa: E402
 
 from trajlab.ingest.turns import split_turns  # noqa: E402
 from trajlab.model import Span  # noqa: E402

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from rescore_fixtures import (  # noqa: E402
+from helpers.rescore_fixtures import (  # noqa: E402
     QWEN35_VOCAB,
     build_tiny_model,
     qwen3_tokenizer,

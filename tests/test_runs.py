@@ -9,8 +9,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from test_scan import make_run
-from verl_lines import output_of, qwen35_prompt, v1_line, write_jsonl, xml_call
+from helpers.scan_runs import make_run
+from helpers.verl_lines import output_of, qwen35_prompt, v1_line, write_jsonl, xml_call
 
 from trajlab.cli import main
 from trajlab.errors import InputError

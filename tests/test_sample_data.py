@@ -271,17 +271,15 @@ def test_builder_is_deterministic_and_scalable(gen):
     assert rate(150) < 0.1 < 0.35 < rate(595)
 
 
-def test_trajlab_scan_tells_the_story(gen, tmp_path):
+def test_trajlab_scan_tells_the_story(gen, sample_xml_scan):
     """End to end: ``trajlab.scan`` on the main run flags the labelled calls and warns where the run rots."""
     import polars as pl
 
-    import trajlab
-
-    summary = trajlab.scan([SAMPLE / "qwen35_xml_run"], tmp_path / "out", progress=False)
+    out, summary = sample_xml_scan  # trajlab.scan of sample_data/qwen35_xml_run, default options, once per session
     warn = summary.early_warning
     assert warn is not None and warn["split"] == "train" and 80 <= warn["step"] <= 100, warn
-    trajs = pl.read_parquet(tmp_path / "out/trajectories.parquet").filter(pl.col("split") == "train")
-    calls = pl.read_parquet(tmp_path / "out/calls.parquet").join(
+    trajs = pl.read_parquet(out / "trajectories.parquet").filter(pl.col("split") == "train")
+    calls = pl.read_parquet(out / "calls.parquet").join(
         trajs.select("trajectory_id", "step", "source_line"), on="trajectory_id"
     )
     got: dict[tuple[int, int], list[bool]] = {}

@@ -14,8 +14,8 @@ from typing import Any
 
 import polars as pl
 import pytest
-from scan_inputs import row
-from verl_lines import hermes_prompt, legacy_line, output_of
+from helpers.scan_inputs import row
+from helpers.verl_lines import hermes_prompt, legacy_line, output_of
 
 from trajlab.ingest.fields import dumps_extra
 from trajlab.ingest.turns import split_turns, split_turns_frame

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from scan_inputs import make_corpus_dump, make_generated, make_messy
+from helpers.scan_inputs import make_corpus_dump, make_generated, make_messy
 
 from trajlab.cli import main
 from trajlab.scan import scan

@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from scan_inputs import make_generated
+from helpers.scan_inputs import make_generated
 
 from trajlab.scan import scan
 from trajlab.scan.parts import UNIT_PREFIX

@@ -6,15 +6,14 @@ import io
 from pathlib import Path
 
 import pytest
-from rich.color import ColorSystem
+from helpers.query_run import build_run
+from helpers.show_style import highlighted
 from rich.console import Console
-from rich.style import Style
-from test_query_fixture import build_run
 
 from trajlab.cli import main
 from trajlab.errors import TrajlabError
 from trajlab.query import sql
-from trajlab.show import STYLE_CALL, STYLE_SPAN, show
+from trajlab.show import show
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +26,6 @@ def _console() -> tuple[Console, io.StringIO]:
     return Console(file=buf, force_terminal=True, color_system="truecolor", width=200, legacy_windows=False), buf
 
 
-def _highlighted(text: str, base: str = STYLE_CALL, severity: str = "error") -> str:
-    """How rich writes ``text`` inside a call with a finding's highlight on it."""
-    style = Style.parse(base) + Style.parse(STYLE_SPAN[severity])
-    return style.render(text, color_system=ColorSystem.TRUECOLOR)
-
-
 def test_garbled_name_is_highlighted_in_place_with_its_finding_and_repair(run: Path) -> None:
     f = sql(run, "SELECT trajectory_id, span, message, repaired, call_id FROM finding_spans "
                  "WHERE category = 'garbled_function_name' AND NOT regexp_matches(span, '^[ -~]+$') "
@@ -42,7 +35,7 @@ def test_garbled_name_is_highlighted_in_place_with_its_finding_and_repair(run: P
     out = buf.getvalue()
     assert loaded.trajectory["trajectory_id"] == f["trajectory_id"]
     # the garbled name itself carries the highlight, inside the tinted call, followed by its marker
-    assert _highlighted(f["span"]) in out
+    assert highlighted(f["span"]) in out
     plain = _plain(out)
     assert f"<function={f['span']}⟨1⟩>" in plain
     assert "garbled_function_name" in plain and f["message"] in plain
@@ -50,7 +43,7 @@ def test_garbled_name_is_highlighted_in_place_with_its_finding_and_repair(run: P
     repaired_fn = next(line for line in f["repaired"].splitlines() if line.startswith("<function="))
     assert repaired_fn in plain
     # text outside any finding is not highlighted
-    assert _highlighted("<tool_call>") not in out
+    assert highlighted("<tool_call>") not in out
 
 
 def _plain(ansi: str) -> str:
@@ -65,7 +58,7 @@ def test_stray_attribute_span_and_the_other_turns(run: Path) -> None:
     con, buf = _console()
     data = show(run, f["trajectory_id"], console=con)
     out = buf.getvalue()
-    assert _highlighted(f["span"]) in out
+    assert highlighted(f["span"]) in out
     plain = _plain(out)
     for t in data.turns:  # every turn is shown with its role
         assert f"turn {t['turn_index']} · {t['role']}" in plain

@@ -7,11 +7,11 @@ import math
 from pathlib import Path
 
 import pytest
+from helpers.query_run import build_rescore, build_run
 from rich.color import ColorSystem
 from rich.console import Console
 from rich.style import Style
 from rich.text import Text
-from test_query_fixture import build_rescore, build_run
 
 from trajlab.cli import main
 from trajlab.errors import TrajlabError

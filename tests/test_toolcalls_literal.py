@@ -4,7 +4,7 @@ Every place a tag string can appear inside a value (each of the six qwen3_coder 
 string, complete and incomplete literal blocks; at the start, middle and end of a value; inside a line or on a
 line of its own) is checked for both readings: ``arguments`` (the call as the model wrote it, no phantom call
 or parameter) and ``verl_executes`` / ``verl_arguments`` against an independent re-implementation of verl
-0.9.1's parsers (``ref_qwen3_coder`` / ``ref_hermes`` in ``test_toolcalls_properties``). An error finding
+0.9.1's parsers (``ref_qwen3_coder`` / ``ref_hermes`` in ``tests/helpers/verl_reference.py``). An error finding
 appears exactly when verl's reading differs from the intended one. Property tests do the same for random tag
 text in well-formed calls.
 """
@@ -15,9 +15,9 @@ import json
 from typing import Any
 
 import pytest
+from helpers.verl_reference import ref_hermes, ref_qwen3_coder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_toolcalls_properties import ref_hermes, ref_qwen3_coder
 
 from trajlab.model import TurnContext
 from trajlab.toolcalls import analyze_turn, check_text

@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from verl_lines import output_of, qwen35_prompt, v1_line, write_jsonl
+from helpers.verl_lines import output_of, qwen35_prompt, v1_line, write_jsonl
 
 from trajlab.scan import scan
 from trajlab.toolcalls import check_text

@@ -15,9 +15,9 @@ from typing import Any
 
 import polars as pl
 import pytest
+from helpers.turns import TOOLS, mutated_turn, turn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_toolcalls_fastpath import TOOLS, mutated_turn, turn
 
 from trajlab.analyze import prompt_facts
 from trajlab.ingest import discover, iter_records, plan_tasks

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_scan import make_run
+from helpers.scan_runs import make_run
 
 from trajlab.cli import main
 from trajlab.scan import scan

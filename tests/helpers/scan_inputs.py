@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from verl_lines import (
+from helpers.verl_lines import (
     TOOLS,
     hermes_call,
     hermes_prompt,
@@ -20,7 +20,7 @@ from verl_lines import (
     xml_call,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data" / "corpus" / "real_tool_calls.dev.jsonl"
 GOOD = xml_call("search_web", queries=["japan gdp 2024"])
 BAD = GOOD.replace("</parameter>", '</parameter v2="">')

@@ -1,7 +1,7 @@
 """Builders shared by the rescore tests: tiny Qwen-family models from config, the real Qwen tokenizers, and
 verl checkpoint layouts (FSDP DTensor shards written by a real 2-process gloo group, Megatron actor dirs).
 
-A plain module (not a conftest) so any test can ``from rescore_fixtures import ...`` (``tests/conftest.py``
+A plain module (not a conftest) so any test can ``from helpers.rescore_fixtures import ...`` (``tests/conftest.py``
 puts ``tests/`` on ``sys.path``; spawned workers inherit it). Everything is real: models are built with
 ``AutoConfig.for_model`` + ``from_config`` and saved with ``save_pretrained``; shards are
 ``torch.save(model.state_dict())`` of an FSDP2 (``fully_shard``) model on a ``("fsdp",)`` CPU device mesh,

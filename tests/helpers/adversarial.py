@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from verl_lines import legacy_line, output_of, qwen35_prompt, xml_call
+from helpers.verl_lines import legacy_line, output_of, qwen35_prompt, xml_call
 
 #: raw bytes that must never reach a terminal: ESC, other C0 controls but \n \t \r, DEL, C1 (as UTF-8), bidi
 RAW_CONTROL = re.compile(

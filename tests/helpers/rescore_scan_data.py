@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rescore_fixtures import qwen3_tokenizer_dir, save_tiny_model
-from verl_lines import output_of, qwen35_prompt, v1_line, write_jsonl, xml_call
+from helpers.rescore_fixtures import qwen3_tokenizer_dir, save_tiny_model
+from helpers.verl_lines import output_of, qwen35_prompt, v1_line, write_jsonl, xml_call
 
 GOOD = xml_call("search_web", queries=["japan gdp 2024"])
 GARBLED = GOOD.replace("<function=search_web>", "<function=search_web英文明确>")
