@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import typer.main
-from test_query_fixture import build_run
+from helpers.query_run import build_run
 from typer.testing import CliRunner
 
 from trajlab.cli import app, main
