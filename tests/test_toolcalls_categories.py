@@ -4,9 +4,9 @@ public example yet), each checked for category, rule variant, exact span, severi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pytest
+from helpers.cases import Case
 
 from trajlab.model import TurnContext
 from trajlab.toolcalls import (
@@ -51,18 +51,6 @@ GOOD_XML = xml("search_web", [("queries", '["a", "b"]')])
 GOOD_HERMES = hermes("search_web", {"queries": ["a", "b"]})
 
 
-@dataclass
-class Case:
-    id: str
-    text: str
-    fmt: str
-    category: str
-    variant: str
-    span: str | None  # exact text of the finding's span (None: not checked)
-    severity: str
-    repaired: bool | None  # True: a repair must exist; False: none; None: not checked
-    forbids_suffix: bool = False
-    tools: object = "default"
 
 
 CASES = [

@@ -5,9 +5,9 @@ family's parser notes in messages, and calls written in another family's markup.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pytest
+from helpers.cases import Case
 
 from trajlab.toolcalls import check_text, detect_tool_format, render_call
 
@@ -61,17 +61,6 @@ GOOD = {
 }
 
 
-@dataclass
-class Case:
-    id: str
-    text: str
-    fmt: str
-    category: str
-    variant: str
-    span: str | None  # exact text of the finding's span (None: not checked)
-    severity: str
-    repaired: bool | None  # True: a repair must exist (and re-classify clean); False: none; None: not checked
-    tools: object = "default"
 
 
 G45 = "glm45"
