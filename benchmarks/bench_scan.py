@@ -99,6 +99,23 @@ print(json.dumps({"seconds": dt, "rows": s.trajectories, "calls": s.calls, "malf
                   "ingest_errors": s.ingest_errors}))
 """
 
+# The scan's own stages, timed by CPU clock in one process over the whole dump (units of 10 step files, as the
+# scan plans them): how much of the scan's CPU the two parts that the floor leaves out entirely cost -- the
+# canonical-call recogniser and the per-turn classifier on the turns the recogniser cannot vouch for. Their sum
+# plus the floor's own CPU is a lower bound on any scan that classifies every turn with this classifier.
+STAGES_CHILD = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[2])
+import bench_scan_stages as st
+args = json.loads(sys.argv[1])
+st.setup("cpu")
+t0 = time.perf_counter()
+total, acc, counts = st.time_units([__import__("pathlib").Path(f) for f in args["files"]])
+print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_units": total, "stages": acc, "counts": counts,
+                  "recogniser": acc.get(st.RECOGNISER, 0.0), "classifier": acc.get(st.CLASSIFIER, 0.0),
+                  "classified_turns": counts.get(st.CLASSIFIER, 0)}))
+"""
+
 
 @dataclass
 class Result:
@@ -127,12 +144,13 @@ def _tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def run_measured(variant: str, code: str, arg: str, n_bytes: int, log_dir: Path) -> Result:
-    """Run ``code`` in a fresh interpreter, sampling its process tree's RSS until it exits."""
+def run_measured(variant: str, code: str, arg: str, n_bytes: int, log_dir: Path, *extra: str) -> Result:
+    """Run ``code`` in a fresh interpreter (arguments ``arg``, ``*extra``), sampling its process tree's RSS until
+    it exits."""
     out_path, err_path = log_dir / f"{variant}.stdout", log_dir / f"{variant}.stderr"
     t0 = time.perf_counter()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        child = subprocess.Popen([sys.executable, "-c", code, arg], stdout=out, stderr=err)
+        child = subprocess.Popen([sys.executable, "-c", code, arg, *extra], stdout=out, stderr=err)
         ps = psutil.Process(child.pid)
         peak = 0
         while True:
@@ -180,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the scan output (the dump is always kept)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results as JSON to this file")
     ap.add_argument("--no-check", action="store_true", help="report only; exit 0 even if a target is missed")
+    ap.add_argument("--no-bound", action="store_true",
+                    help="skip the stage timing that computes the classifier's lower bound (saves one more pass)")
     a = ap.parse_args(argv)
 
     work = a.work_dir
@@ -211,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                                                 "engine": a.engine}), n_bytes, logs))
     if not a.keep:
         shutil.rmtree(scan_out, ignore_errors=True)
+    stages = None if a.no_bound else run_measured(
+        "stages (in-process)", STAGES_CHILD, json.dumps({"files": [str(f) for f in files]}), n_bytes, logs, str(HERE))
 
     print()
     print(f"{'variant':<20} {'MB/s':>8} {'time s':>8} {'wall s':>8} {'CPU s':>8} {'MB/CPU-s':>9} "
@@ -233,6 +255,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r.variant}: {r.mb_per_s / flo.mb_per_s:.0%} of the floor's throughput (MB/s), "
               f"{flo.cpu_seconds / r.cpu_seconds:.0%} of its MB/CPU-s, {r.mb_per_s / pol.mb_per_s:.0%} of read_ndjson's")
     ratio = best.mb_per_s / flo.mb_per_s
+    bound = bound_cpu = None
+    if stages is not None:
+        sd = stages.detail
+        need = flo.cpu_seconds + sd["recogniser"] + sd["classifier"]
+        # scan needs at least `need` CPU-s, so its MB/CPU-s is at most the floor's x floor CPU / need; and, spread
+        # perfectly over every CPU, it cannot take less than need / cpus seconds of wall time (valid on an idle
+        # machine only: on a busy one the floor's own wall time is inflated)
+        bound_cpu = flo.cpu_seconds / need
+        bound = flo.seconds / (need / cpus)
+        print(f"\nwhere scan's CPU goes (one process, units of 10 files, {sd['cpu_units']:.1f} CPU-s in the units):")
+        for label, sec in sorted(sd["stages"].items(), key=lambda kv: -kv[1]):
+            print(f"  {label:62s} {sec:6.2f} s  {sec / sd['cpu_units']:4.0%}")
+        print(f"bound: the floor's CPU ({flo.cpu_seconds:.1f} s) + the canonical-call recogniser "
+              f"({sd['recogniser']:.1f} s) + the per-turn classifier on the {sd['classified_turns']} turns it cannot "
+              f"vouch for ({sd['classifier']:.1f} s, {sd['classifier'] / max(sd['classified_turns'], 1) * 1e6:.0f} "
+              f"µs each) = {need:.1f} CPU-s, before reading checks, ids, part files and the merge:")
+        print(f"  at best {bound_cpu:.0%} of the floor's MB/CPU-s; spread perfectly over {cpus} CPUs, at best "
+              f"{bound:.0%} of its throughput (the floor itself ran on {flo.cpu_seconds / flo.seconds:.1f} CPUs)"
+              + ("  [busy machine: the throughput bound is not reliable]" if load[1] > cpus else ""))
     ok_speed = ratio >= FLOOR_RATIO
     rss = max(max(r.peak_rss_tree, r.max_rss_proc) for r in scans)
     ok_rss = rss < RSS_LIMIT
@@ -244,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
                                       "jobs": a.jobs, "engine": a.engine, "load_after": load,
                                       "results": [asdict(r) for r in results], "floor_ratio": ratio,
                                       "floor_vs_read_ndjson": flo.mb_per_s / pol.mb_per_s,
+                                      "stages": None if stages is None else asdict(stages),
+                                      "classifier_bound": bound,
+                                      "classifier_bound_cpu": bound_cpu,
                                       "pass_speed": ok_speed, "pass_rss": ok_rss}, indent=2) + "\n")
     return 0 if a.no_check or (ok_speed and ok_rss) else 1
 

@@ -45,6 +45,72 @@ def wrap(owner: Any, name: str, label: str, acc: dict[str, float], counts: dict[
     setattr(owner, name, timed)
 
 
+#: stage labels, in the order the worker runs them: (module path, attribute, label)
+STAGES = (
+    ("trajlab.scan.columnar", "read_clean_segments", "columnar reader (read_ndjson + checks + extra/group columns)"),
+    ("trajlab.scan.columnar", "split_turns_frame", "turn split (one regex pass over outputs)"),
+    ("trajlab.toolcalls.vectorized", "classify_canonical", "canonical-call recogniser (polars)"),
+    ("trajlab.toolcalls", "analyze_turn", "per-turn classifier on the other turns"),
+    ("trajlab.scan.columnar", "_Range._concat", "reassembly (sort, split by file, to Arrow)"),
+    ("trajlab.scan.columnar", "_Range.__init__", "trajectory ids + prompt facts"),
+    ("trajlab.scan.worker", "write_unit_parts", "part files (Arrow IPC, lz4, one per table) + done.json"),
+)
+RECOGNISER, CLASSIFIER = STAGES[2][2], STAGES[3][2]
+
+
+def instrument(acc: dict[str, float], counts: dict[str, int]) -> None:
+    """Wrap every stage of :data:`STAGES` so that its time (``CLOCK``) adds up in ``acc``, its calls in ``counts``."""
+    import importlib
+
+    for mod, attr, label in STAGES:
+        owner: Any = importlib.import_module(mod)
+        *path, name = attr.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        wrap(owner, name, label, acc, counts)
+
+
+def time_units(files: list[Path], unit_files: int = 10, repeat: int = 0) -> tuple[float, dict[str, float], dict[str, int]]:
+    """Run ``files`` through the worker's entry point, ``unit_files`` consecutive files per unit (as the scan's
+    planner groups step files), ``repeat`` + 1 times; the last run's total time and per-stage times and counts.
+    :func:`instrument` must have been called."""
+    import trajlab.scan
+    import trajlab.scan.worker as worker
+    from trajlab.ingest import plan_tasks
+
+    acc: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    opts = trajlab.scan.ScanOptions()
+    total = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in range(repeat + 1):
+            ACC[0].clear()
+            COUNTS[0].clear()
+            total = 0.0
+            for i in range(0, len(files), unit_files):
+                batch = files[i:i + unit_files]
+                unit = [(plan_tasks(f, f.name, "verl_jsonl")[0], "0" * 40, str(Path(tmp) / f"{run}-{f.stem}"))
+                        for f in batch]
+                t0 = CLOCK[0]()
+                worker.process_unit(unit, opts, str(Path(tmp) / f"unit-{run}-{i}"))
+                total += CLOCK[0]() - t0
+    acc.update(ACC[0])
+    counts.update(COUNTS[0])
+    return total, acc, counts
+
+
+#: the accumulators :func:`instrument` was given (one instrumentation per process)
+ACC: list[dict[str, float]] = [{}]
+COUNTS: list[dict[str, int]] = [{}]
+
+
+def setup(clock: str) -> None:
+    """Choose the clock (``wall`` or ``cpu``) and instrument the stages once."""
+    CLOCK[0] = time.process_time if clock == "cpu" else time.perf_counter
+    ACC[0], COUNTS[0] = defaultdict(float), defaultdict(int)
+    instrument(ACC[0], COUNTS[0])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work-dir", default=str(Path(tempfile.gettempdir()) / "trajlab_bench"))
@@ -54,16 +120,9 @@ def main() -> int:
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="time stages by wall clock (default) or by CPU time of all threads (fairer on a busy machine)")
     a = ap.parse_args()
-    CLOCK[0] = time.process_time if a.clock == "cpu" else time.perf_counter
+    setup(a.clock)
 
     import polars as pl
-
-    import trajlab.scan
-    import trajlab.scan.columnar as col
-    import trajlab.scan.worker as worker
-    import trajlab.toolcalls as tc
-    import trajlab.toolcalls.vectorized as vec
-    from trajlab.ingest import plan_tasks
 
     roll = Path(a.work_dir) / "dump" / "rollout"
     files = [roll / f"{i}.jsonl" for i in range(a.first, a.first + a.files)]
@@ -73,30 +132,10 @@ def main() -> int:
         return 2
     data = b"".join(f.read_bytes() for f in files)
     mb = len(data) / 1e6
-
-    acc: dict[str, float] = defaultdict(float)
-    counts: dict[str, int] = defaultdict(int)
-    wrap(col, "read_clean_segments", "columnar reader (read_ndjson + checks + extra/group columns)", acc, counts)
-    wrap(col, "split_turns_frame", "turn split (one regex pass over outputs)", acc, counts)
-    wrap(vec, "classify_canonical", "canonical-call recogniser (polars)", acc, counts)
-    wrap(tc, "analyze_turn", "per-turn classifier on the other turns", acc, counts)
-    wrap(col._Range, "_concat", "reassembly (sort, split by file, to Arrow)", acc, counts)
-    wrap(col._Range, "__init__", "trajectory ids + prompt facts", acc, counts)
-    wrap(worker, "write_unit_parts", "part files (Arrow IPC, lz4, one per table) + done.json", acc, counts)
-    opts = trajlab.scan.ScanOptions()
-    with tempfile.TemporaryDirectory() as tmp:
-        unit = [(plan_tasks(f, f.name, "verl_jsonl")[0], "0" * 40, str(Path(tmp) / f.stem)) for f in files]
-        totals = []
-        for _ in range(a.repeat + 1):
-            acc.clear()
-            counts.clear()
-            t0 = CLOCK[0]()
-            worker.process_unit(unit, opts, str(Path(tmp) / "unit"))
-            totals.append(CLOCK[0]() - t0)
-        t0 = CLOCK[0]()
-        pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
-        yard = CLOCK[0]() - t0
-    total = min(totals[1:])
+    total, acc, counts = time_units(files, unit_files=len(files), repeat=a.repeat)
+    t0 = CLOCK[0]()
+    pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
+    yard = CLOCK[0]() - t0
     print(f"unit: {len(files)} files, {mb:.1f} MB, steps {a.first}..{a.first + a.files - 1}")
     print(f"{'polars.read_ndjson alone':62s} {yard * 1e3:8.1f} ms  {mb / yard:7.1f} MB/s")
     print(f"{'process_unit (whole worker unit), last run':62s} {total * 1e3:8.1f} ms  {mb / total:7.1f} MB/s")

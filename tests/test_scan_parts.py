@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from helpers.scan_inputs import make_generated
 
 from trajlab.scan import scan
@@ -46,3 +47,35 @@ def test_units_shared_reused_and_pruned(tmp_path: Path) -> None:
     scan([root], out, progress=False, jobs=1)
     assert not first & units(out)  # no file uses the first unit any more
     assert tables(out) == tables(tmp_path / "full")
+
+
+def _child_pool_size(q: object) -> None:  # runs in a spawned process, like a scan worker
+    import polars as pl
+
+    q.put(pl.thread_pool_size())  # type: ignore[attr-defined]
+
+
+def test_worker_threads_share_the_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers started inside ``worker_threads(n)`` size their polars pool to cpus // n (at least 1): a spawned
+    process really reads it; afterwards the variable is gone; a value the user set is kept."""
+    import multiprocessing as mp
+
+    from trajlab.scan.worker import POLARS_THREADS_ENV, worker_threads
+
+    monkeypatch.delenv(POLARS_THREADS_ENV, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    ctx = mp.get_context("spawn")
+    with worker_threads(4) as given:
+        assert given == 2
+        q = ctx.Queue()
+        p = ctx.Process(target=_child_pool_size, args=(q,))
+        p.start()
+        assert q.get(timeout=60) == 2
+        p.join()
+    assert POLARS_THREADS_ENV not in os.environ
+    with worker_threads(16) as given:
+        assert given == 1 and os.environ[POLARS_THREADS_ENV] == "1"
+    monkeypatch.setenv(POLARS_THREADS_ENV, "3")
+    with worker_threads(4) as given:
+        assert given is None and os.environ[POLARS_THREADS_ENV] == "3"
+    assert os.environ[POLARS_THREADS_ENV] == "3"

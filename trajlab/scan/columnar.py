@@ -42,30 +42,25 @@ def process_segments(items: list[tuple[FileTask, bytes, str]], opts: ScanOptions
     rs = get_ruleset(opts.rules_dirs)
     if not available(rs, opts.rules_dirs):
         return "rule packs with regex or untriggered rules (the canonical-call recogniser is off)"
-    if any(_over_turn_cap(d) for _, d, _ in items):  # the per-turn cap is the record loop's
-        return "a turn over the per-turn cap (the record engine classifies the first part and reports the rest)"
     df, why = read_clean_segments([Segment(d, t.step, t.split, t.first_line) for t, d, _ in items])
     if df is None:
         return f"not a clean verl range: {why}"
+    if _over_turn_cap(df):  # the per-turn cap is the record loop's
+        return "a turn over the per-turn cap (the record engine classifies the first part and reports the rest)"
     return _Range([t for t, _, _ in items], [h for _, _, h in items], opts, df, rs).tables()
 
 
-def _over_turn_cap(data: bytes) -> bool:
-    """Whether a line of ``data`` may hold a turn over the per-turn cap (more characters or call openers than
-    :func:`trajlab.analyze.turn_cut` allows); checked line by line only when the whole range could be."""
+def _over_turn_cap(df: pl.DataFrame) -> bool:
+    """Whether an ``output`` of ``df`` may hold a turn over the per-turn cap (more characters or call openers
+    than :func:`trajlab.analyze.turn_cut` allows): every turn is a piece of one output, so an output under
+    both caps has no turn over them. One pass over the column, in polars."""
     from trajlab.analyze import CALL_OPENER, TURN_CLASSIFY_CALLS, TURN_CLASSIFY_CHARS
 
-    opener = CALL_OPENER.encode()
-    if len(data) <= TURN_CLASSIFY_CHARS and data.count(opener) <= TURN_CLASSIFY_CALLS:
-        return False
-    pos = 0
-    while pos < len(data):
-        nl = data.find(b"\n", pos)
-        end = len(data) if nl < 0 else nl
-        if end - pos > TURN_CLASSIFY_CHARS or data.count(opener, pos, end) > TURN_CLASSIFY_CALLS:
-            return True
-        pos = end + 1
-    return False
+    over = df.select(
+        ((pl.col("output").str.len_chars() > TURN_CLASSIFY_CHARS)
+         | (pl.col("output").str.count_matches(CALL_OPENER, literal=True) > TURN_CLASSIFY_CALLS)).any()
+    ).item()
+    return bool(over)
 
 
 class _Range:

@@ -30,7 +30,7 @@ from trajlab.scan.options import ScanOptions, make_scan_options
 from trajlab.scan.parts import PARTS_DIR, merge_parts, unit_name
 from trajlab.scan.plan import IN_PROCESS_BYTES, UNIT_BYTES, FileEntry, chunk_bytes_or_default, file_key, units
 from trajlab.scan.summary import ScanSummary, manifest, summarise
-from trajlab.scan.worker import process_unit, worker_init
+from trajlab.scan.worker import process_unit, worker_init, worker_threads
 from trajlab.tables import STEPS, atomic_write_json, table_path, write_table
 from trajlab.trends import steps_table
 
@@ -243,8 +243,10 @@ def run_tasks(
             return
         import multiprocessing as mp
 
-        with ProcessPoolExecutor(max_workers=min(n_jobs, len(batches)), mp_context=mp.get_context("spawn"),
-                                 initializer=worker_init, initargs=(os.getpid(),)) as ex:
+        n_workers = min(n_jobs, len(batches))
+        with worker_threads(n_workers), ProcessPoolExecutor(
+                max_workers=n_workers, mp_context=mp.get_context("spawn"), initializer=worker_init,
+                initargs=(os.getpid(),)) as ex:
             futs: dict[Any, list[tuple[FileEntry, FileTask]]] = {}
             for batch in batches:
                 futs[ex.submit(process_unit, unit_of(batch), opts, unit_dir(batch))] = batch

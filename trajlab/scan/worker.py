@@ -8,6 +8,8 @@ freed memory back to the OS.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,27 @@ def worker_init(parent_pid: int) -> None:
         pass
     if os.getppid() != parent_pid:  # the parent died before the line above
         os._exit(1)
+
+
+#: the environment variable polars reads once, at import, to size its thread pool
+POLARS_THREADS_ENV = "POLARS_MAX_THREADS"
+
+
+@contextmanager
+def worker_threads(n_workers: int) -> Iterator[int | None]:
+    """While worker processes are started, give each a polars thread pool of ``cpus // n_workers`` threads
+    (at least 1) instead of one thread per CPU, so that ``--jobs N`` on a many-core machine runs N pools that
+    share the CPUs rather than N pools that each claim all of them. A value the user set is left alone.
+    Yields the thread count given (``None`` when the user's own value applies)."""
+    if os.environ.get(POLARS_THREADS_ENV):
+        yield None
+        return
+    threads = max(1, (os.cpu_count() or 1) // max(n_workers, 1))
+    os.environ[POLARS_THREADS_ENV] = str(threads)  # spawned workers inherit it; this process's pool is sized
+    try:
+        yield threads
+    finally:
+        os.environ.pop(POLARS_THREADS_ENV, None)
 
 
 def release_memory() -> None:
