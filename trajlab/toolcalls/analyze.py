@@ -1,23 +1,30 @@
 """Classify one assistant turn: find every call, check it, name each problem, offer repairs, tile the spans.
 
-Pipeline of :func:`analyze_turn` (never raises):
+This module is the turn pipeline (:func:`analyze_turn`, :func:`check_turn`, :func:`detect_output_format`); each
+step's work lives in a module of its own, named below. Pipeline of :func:`analyze_turn` (never raises):
 
 1. fast paths: a few ``str.find`` calls; a turn with no markup returns a single ``text`` span, a turn whose
    only markup is think tags (or an invented tag) skips the call search (steps 2-5 would find nothing); a turn
    whose calls are all canonical and well-formed is recognised by :mod:`.fastpath` and returned directly (with
    its ``text_after_call`` finding, the only one such a turn can have); a qwen3_coder turn whose calls are all
    *simple* (canonical in form, or with misspelt or missing closing tags: see
-   :func:`.format_qwen3_coder.read_call`) gets from :mod:`.fastpath` the drafts the scanner would make, and
+   :func:`.qwen3_coder.simple.read_call`) gets from :mod:`.fastpath` the drafts the scanner would make, and
    step 2 is skipped;
-2. ``<think>`` regions are cut out; each segment is scanned for foreign markup, then by the turn's format
-   module (``format_<name>.py``), then for bare JSON calls;
-3. turn-level facts are attached (call inside ``<think>``, text after the last call);
-4. each call draft is checked against the tool schema (names, parameters, required, types, with verl's
-   value conversion) and its issues become :class:`~trajlab.model.Finding` records with the taxonomy's
-   severity and message;
+2. ``<think>`` regions are cut out (:mod:`.think`); each segment is scanned for foreign markup, then by the
+   turn's format module (``format_<name>.py``), then for bare JSON calls;
+3. turn-level facts are attached (call inside ``<think>``, text after the last call: :mod:`.placement`);
+4. each call draft gets its verdict (:mod:`.call`): it is checked against the tool schema (names, parameters,
+   required, types, with verl's value conversion: :mod:`.call_checks`) and against verl's own reading
+   (:mod:`.verl_verdict`), and its issues become :class:`~trajlab.model.Finding` records with the taxonomy's
+   severity and message (:mod:`.findings`);
 5. a repair is built when every error/warning of the call is repairable, and kept only if the repaired text
-   re-classifies with no error or warning;
-6. spans are sorted and the gaps filled with ``text``, so they tile the turn; user regex rules run last.
+   re-classifies with no error or warning (:mod:`.repair`, which re-runs this pipeline through
+   :func:`_reclassify`);
+6. spans are sorted and the gaps filled with ``text``, so they tile the turn (:mod:`.tiling`); invented tags and
+   user regex rules run last (:mod:`.turn_checks`).
+
+For a qwen3_coder turn the scanner's reading is weighed against verl's reading of closed calls
+(:func:`_closed_reading`): the one with fewer errors wins.
 """
 
 from __future__ import annotations
@@ -26,19 +33,20 @@ import re
 from typing import Any
 
 from trajlab.model import Finding, ParsedCall, Span, TurnAnalysis, TurnContext
-from trajlab.toolcalls.call import _finish
+from trajlab.toolcalls.call import finish_call
 from trajlab.toolcalls.draft import CallDraft, Issue, snip
 from trajlab.toolcalls.fastpath import read_turn, single_call
-from trajlab.toolcalls.findings import _BAD, _finding, _finding_key
+from trajlab.toolcalls.findings import BAD_SEVERITIES, finding_key, issue_finding
 from trajlab.toolcalls.format_foreign import find_foreign
 from trajlab.toolcalls.formats import FORMATS
 from trajlab.toolcalls.jsonbody import find_bare_json
-from trajlab.toolcalls.placement import _after_canonical, _turn_facts
+from trajlab.toolcalls.placement import after_canonical, turn_facts
+from trajlab.toolcalls.qwen3_coder.values import closed_reading, standalone
 from trajlab.toolcalls.ruleset import RuleSet, get_ruleset
 from trajlab.toolcalls.schema import ToolIndex, tool_index
-from trajlab.toolcalls.think import _segments, _think_regions, _think_spans
-from trajlab.toolcalls.tiling import _tile
-from trajlab.toolcalls.turn_checks import _invented, _user_rules
+from trajlab.toolcalls.think import think_regions, think_spans, turn_segments
+from trajlab.toolcalls.tiling import tile_spans
+from trajlab.toolcalls.turn_checks import invented_tags, user_rules
 from trajlab.toolcalls.verl_parser import verl_calls
 
 #: take the fast paths: :mod:`.fastpath` for turns whose calls are canonical or simple, and the format scanners'
@@ -157,12 +165,12 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
     markup = _markup(text, rs)
     if markup == _NO_MARKUP:
         spans = [Span("text", 0, n)]
-        findings = _user_rules(text, rs, spans, [], [], tool_format) if rs.has_text_rules else []
+        findings = user_rules(text, rs, spans, [], [], tool_format) if rs.has_text_rules else []
         return TurnAnalysis([], findings, spans)
 
     fmt = tool_format if tool_format in FORMATS else detect_output_format(text, rs)
     index = tool_index(tools) if isinstance(tools, list) else None
-    think = _think_regions(text) if "think>" in text else []
+    think = think_regions(text) if "think>" in text else []
     drafts: list[CallDraft] = []
     turn_issues: list[Issue] = []
     has_foreign = rs.foreign_untriggered
@@ -171,7 +179,7 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
             if trig in text:
                 has_foreign = True
                 break
-    segments = _segments(n, think) if think else [(0, n, False)]
+    segments = turn_segments(n, think) if think else [(0, n, False)]
     want_spans = with_spans or bool(rs.regex_rules)  # user regex rules read the tiling
     fast = None
     if (markup == _CALL_MARKUP and FAST_PATH and not has_foreign and not rs.regex_rules
@@ -179,28 +187,28 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
         fast = read_turn(text, fmt, index, segments, rs, with_spans, trailing_text=True)
         if fast is not None and fast.calls is not None:
             # every call canonical and well-formed: at most text after the last one to report
-            findings = _after_canonical(text, fast, think, ctx, fmt, tools, index, rs, repair)
+            findings = after_canonical(text, fast, think, ctx, fmt, tools, index, rs, repair, _reclassify)
             return TurnAnalysis(fast.calls, findings,
-                                _tile(fast.spans + _think_spans(think), n) if with_spans else [])
+                                tile_spans(fast.spans + think_spans(think), n) if with_spans else [])
     if fast is not None and fast.drafts is not None:
         drafts = fast.drafts  # canonical in form: the drafts the scanner would make, without running it
     elif markup == _CALL_MARKUP:  # (otherwise no segment holds a call literal or a foreign trigger: nothing to find)
         _scan(text, fmt, segments, has_foreign, want_spans, rs, drafts, turn_issues)
-    _turn_facts(text, drafts, think, ctx)
+    turn_facts(text, drafts, think, ctx)
 
     calls: list[ParsedCall] = []
     findings: list[Finding] = []
     spans: list[tuple[int, int, str, int | None]] = []
     vcalls = verl_calls(text, fmt, index) if drafts else None
     for i, d in enumerate(drafts):
-        pc, fs = _finish(i, d, text, fmt, index, rs, tools, repair, vcalls)
+        pc, fs = finish_call(i, d, text, fmt, index, rs, tools, repair, vcalls, _reclassify)
         calls.append(pc)
         findings += fs
         if want_spans and not d.in_think:
             spans += [(s, e, k, i) for k, s, e in d.spans]
 
     if (fmt == "qwen3_coder" and index is not None and not think and not has_foreign and not rs.regex_rules
-            and (turn_issues or any(f.severity in _BAD for f in findings))):
+            and (turn_issues or any(f.severity in BAD_SEVERITIES for f in findings))):
         alt = _closed_reading(text, fmt, index, rs, tools, repair, ctx, want_spans)
         if alt is not None:
             calls, findings, spans, drafts = alt
@@ -208,32 +216,30 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
 
     fmt_key = fmt if fmt in FORMATS else "none"
     for iss in turn_issues:
-        findings.append(_finding(rs, iss, fmt_key, None))
+        findings.append(issue_finding(rs, iss, fmt_key, None))
     if want_spans:
-        spans += _think_spans(think)
+        spans += think_spans(think)
     for cs, _ce, os_, oe, c_s, _c_e in think:
         if c_s < 0:
-            findings.append(_finding(rs, Issue("unclosed_think", "at_end", os_ if os_ >= 0 else cs, oe if oe >= 0
-                                               else cs), fmt_key, None))
+            findings.append(issue_finding(rs, Issue("unclosed_think", "at_end", os_ if os_ >= 0 else cs,
+                                                    oe if oe >= 0 else cs), fmt_key, None))
     if not calls and (fmt in FORMATS or index is not None or tool_context):
-        findings += _invented(text, think, rs, index, fmt_key)
+        findings += invented_tags(text, think, rs, index, fmt_key)
 
-    tiled = _tile(spans, n) if with_spans or rs.regex_rules else []
+    tiled = tile_spans(spans, n) if with_spans or rs.regex_rules else []
     if rs.regex_rules:
-        findings += _user_rules(text, rs, tiled, calls, drafts, fmt_key)
+        findings += user_rules(text, rs, tiled, calls, drafts, fmt_key)
     if len(findings) > 1:
-        findings.sort(key=_finding_key)
+        findings.sort(key=finding_key)
     return TurnAnalysis(calls, findings, tiled if with_spans else [])
 
 
 def _closed_reading(text: str, fmt: str, index: ToolIndex, rs: RuleSet, tools: Any, repair: bool,
                     ctx: TurnContext, want_spans: bool) -> tuple[Any, Any, Any, Any] | None:
-    """The turn read as verl's regexes read closed calls (:func:`.format_qwen3_coder.closed_reading`), when that
+    """The turn read as verl's regexes read closed calls (:func:`.qwen3_coder.values.closed_reading`), when that
     reading is clean -- every call declared, complete and well-typed, no error or warning -- and the tag text it
     puts inside values is not a parameter the call leaves out (that is a ``</parameter>`` the model forgot):
     (calls, findings, spans, drafts); None when the scanner's reading stands."""
-    from trajlab.toolcalls.qwen3_coder.values import closed_reading, standalone
-
     drafts = closed_reading(text, 0, len(text))
     if drafts is None or not any(d.literals for d in drafts):
         return None  # (without tag text inside a value the two readings do not differ in what matters here)
@@ -257,14 +263,14 @@ def _closed_reading(text: str, fmt: str, index: ToolIndex, rs: RuleSet, tools: A
                          if (m2 := _OPENER.match(text, a2, b2)) is not None and m2.group(1) == "parameter"]
                 if all(x in index.tools[m.group(2)].properties for x in names):
                     return None
-    _turn_facts(text, drafts, [], ctx)
+    turn_facts(text, drafts, [], ctx)
     vcalls = verl_calls(text, fmt, index)
     calls: list[ParsedCall] = []
     findings: list[Finding] = []
     spans: list[tuple[int, int, str, int | None]] = []
     for i, d in enumerate(drafts):
-        pc, fs = _finish(i, d, text, fmt, index, rs, tools, repair, vcalls)
-        if any(f.severity in _BAD for f in fs if f.category not in ("literal_tag_text", "nested_call")):
+        pc, fs = finish_call(i, d, text, fmt, index, rs, tools, repair, vcalls, _reclassify)
+        if any(f.severity in BAD_SEVERITIES for f in fs if f.category not in ("literal_tag_text", "nested_call")):
             return None
         calls.append(pc)
         findings += fs
@@ -312,7 +318,8 @@ def _draft_start(d: CallDraft) -> int:
 def _reclassify(repaired: str, target: str, tools: Any, index: ToolIndex | None,
                 rs: RuleSet) -> tuple[int, Any, list[str]]:
     """A repaired call text classified as ``_analyze(repaired, target, ...)`` does: the number of calls, the
-    arguments of the first, and the categories of its error/warning findings (sorted).
+    arguments of the first, and the categories of its error/warning findings (sorted). It is the ``reclassify``
+    that :func:`.repair.repair_call` is given (the repair module does not import the pipeline).
 
     A repair is usually a canonical call, so the fast path is asked first (:func:`.fastpath.single_call`, as
     ``_analyze`` would ask it: ``target`` is a known format, ``index`` is ``tool_index(tools)``, the text holds no
@@ -327,5 +334,5 @@ def _reclassify(repaired: str, target: str, tools: Any, index: ToolIndex | None,
             if fast is not None:
                 return fast[0], fast[1], []
     sub = _analyze(repaired, target, tools, TurnContext(), rs, repair=False, with_spans=False)
-    left = sorted({f.category for f in sub.findings if f.severity in _BAD})
+    left = sorted({f.category for f in sub.findings if f.severity in BAD_SEVERITIES})
     return len(sub.calls), sub.calls[0].arguments if sub.calls else None, left

@@ -1,4 +1,8 @@
-"""Schema checks of one call: its name and parameters."""
+"""Schema checks of one call: its function name and its parameters (declared, duplicated, typed, required).
+
+Also the call's arguments (:func:`call_arguments`: the decoded JSON object, or each raw XML value read as the
+schema means it), which the checks, the verdict and the repair share.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, intended_value
 
 
-def _check_name(d: CallDraft, index: ToolIndex | None, rs: RuleSet) -> tuple[str | None, str | None]:
+def check_name(d: CallDraft, index: ToolIndex | None, rs: RuleSet) -> tuple[str | None, str | None]:
     """Resolve the written name; returns (declared tool it resolves to, name to use in a repair)."""
     if d.name is None:
         return None, None
@@ -63,7 +67,7 @@ def _list(names: tuple[str, ...] | None, limit: int = 12) -> str:
     return shown + (f", … ({len(names)} in all)" if len(names) > limit else "")
 
 
-def _arguments(d: CallDraft, props: dict[str, Any]) -> Any:
+def call_arguments(d: CallDraft, props: dict[str, Any]) -> Any:
     if d.json_args is MISSING and (d.fmt == "hermes" or d.fmt in JSON_ARGUMENT_FORMATS):
         return None  # the JSON did not decode: no arguments
     if d.json_args is not MISSING:
@@ -80,7 +84,7 @@ def _arguments(d: CallDraft, props: dict[str, Any]) -> Any:
     return out
 
 
-def _check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, str]:
+def check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, str]:
     """Schema checks of the parameters; returns garbled parameter renames {written: declared}."""
     props = tool.intended
     fs, fe = (d.name_start, d.name_end) if d.name_start >= 0 else (d.start, d.end)

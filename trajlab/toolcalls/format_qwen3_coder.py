@@ -1,21 +1,29 @@
-"""The qwen3_coder call format (Qwen3-Coder, Qwen3.5, Qwen3.6): lexer, tolerant state machine, renderer.
+"""The qwen3_coder call format (Qwen3-Coder, Qwen3.5, Qwen3.6): the format class, its reading and its renderer.
 
 Grammar (what the chat templates render, parsers.md §A.7)::
 
     <tool_call>\\n<function=NAME>\\n<parameter=P>\\nVALUE\\n</parameter>\\n...</function>\\n</tool_call>
 
-One regex ``finditer`` over the text yields the tag tokens (``<tool_call>``, ``</tool_call>``,
-``<function=...>``, ``</function>``, ``<parameter=...>``, ``</parameter>`` and their malformed spellings:
-attributes, ``</parameter/>``, ``</parameter1>``, a missing ``>``, a value fused into the open tag). A small
-state machine walks the *tokens* (never the characters) and builds one :class:`CallDraft` per call, recording
-every structural problem as an :class:`Issue` with the minimal :class:`Edit` that fixes it. Values are the
-raw text between the tags with one leading and one trailing newline removed, as verl does.
+The format registry (:mod:`.formats`) imports this module by name; the reader's parts live in
+:mod:`trajlab.toolcalls.qwen3_coder`:
 
-Most calls, malformed ones included, are *simple*: canonical opening tags, closing tags that may be misspelt or
-missing, whitespace between tags. :func:`read_call` reads such a call with a few regexes (``str.startswith`` for
-the canonical spellings) and builds the draft the state machine would build, with the same issue-recording
-functions; :meth:`Qwen3CoderFormat.find_calls` takes it for a segment whose calls are all simple, and
-:mod:`.fastpath` for whole turns. The lexer tries the canonical spellings first too (``_LEX_RE``).
+* :mod:`~.qwen3_coder.lexer`: one regex ``finditer`` over the text yields the tag tokens (``<tool_call>``,
+  ``</tool_call>``, ``<function=...>``, ``</function>``, ``<parameter=...>``, ``</parameter>`` and their
+  malformed spellings: attributes, ``</parameter/>``, ``</parameter1>``, a missing ``>``, a value fused into the
+  open tag);
+* :mod:`~.qwen3_coder.values`: which tags are tag text inside a parameter value rather than call structure;
+* :mod:`~.qwen3_coder.machine`: a small state machine walks the *tokens* (never the characters) and builds one
+  :class:`CallDraft` per call, recording every structural problem as an :class:`Issue` with the minimal
+  :class:`Edit` that fixes it (:mod:`~.qwen3_coder.issues`). Values are the raw text between the tags with one
+  leading and one trailing newline removed, as verl does;
+* :mod:`~.qwen3_coder.simple`: most calls, malformed ones included, are *simple* -- canonical opening tags,
+  closing tags that may be misspelt or missing, whitespace between tags. :func:`~.qwen3_coder.simple.read_call`
+  reads such a call with a few regexes (``str.startswith`` for the canonical spellings) and builds the draft the
+  state machine would build, with the same issue-recording functions; :meth:`Qwen3CoderFormat.find_calls` takes
+  it for a segment whose calls are all simple, and :mod:`.fastpath` for whole turns. The lexer tries the
+  canonical spellings first too.
+
+:meth:`Qwen3CoderFormat.render` / :meth:`~Qwen3CoderFormat.render_raw` write a canonical call (repairs).
 """
 
 from __future__ import annotations
@@ -24,10 +32,10 @@ from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Issue
 from trajlab.toolcalls.format_base import ToolFormat
-from trajlab.toolcalls.qwen3_coder.lexer import _lex
-from trajlab.toolcalls.qwen3_coder.machine import _Scanner
-from trajlab.toolcalls.qwen3_coder.simple import _read_simple
-from trajlab.toolcalls.qwen3_coder.values import _attach_literals, literal_tags
+from trajlab.toolcalls.qwen3_coder.lexer import lex
+from trajlab.toolcalls.qwen3_coder.machine import Scanner
+from trajlab.toolcalls.qwen3_coder.simple import read_simple
+from trajlab.toolcalls.qwen3_coder.values import attach_literals, literal_tags
 from trajlab.toolcalls.ruleset import RuleSet
 
 
@@ -40,16 +48,16 @@ class Qwen3CoderFormat(ToolFormat):
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
         if fast and not excluded:  # simple calls (most malformed ones too) are read with regexes
-            simple = _read_simple(text, lo, hi, rs, spans)
+            simple = read_simple(text, lo, hi, rs, spans)
             if simple is not None:
                 return simple, []
-        toks = _lex(text, lo, hi, rs, excluded)
+        toks = lex(text, lo, hi, rs, excluded)
         if not toks:
             return [], []
         toks, lit = literal_tags(text, toks)
-        calls, issues = _Scanner(text, lo, hi, rs, toks, spans).run()
+        calls, issues = Scanner(text, lo, hi, rs, toks, spans).run()
         if lit:
-            _attach_literals(calls, lit)
+            attach_literals(calls, lit)
         return calls, issues
 
     def render(self, name: str, arguments: dict[str, Any]) -> str:

@@ -1,18 +1,29 @@
-"""Repair of one call."""
+"""The repair of one call: the edits of its issues applied, or the call re-rendered canonically.
+
+A repair is offered only when every error/warning of the call is repairable, and kept only when the repaired
+text classifies as one call with no error or warning. That re-classification is the turn pipeline itself,
+which imports this module: the caller passes it in as ``reclassify``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from trajlab.model import Finding
-from trajlab.toolcalls.call_checks import _arguments
+from trajlab.toolcalls.call_checks import call_arguments
 from trajlab.toolcalls.draft import MISSING, CallDraft, Edit
-from trajlab.toolcalls.findings import _BAD
+from trajlab.toolcalls.findings import BAD_SEVERITIES
 from trajlab.toolcalls.formats import FORMATS
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex, intended_value
 
+#: the categories that are about where a call stands, not what it says
 _PLACEMENT = ("text_after_call", "call_inside_think")
+
+#: classifies a repaired call text as the pipeline does (``repaired, target, tools, index, rs``): the number of
+#: calls, the arguments of the first, and the categories of its error/warning findings (sorted)
+Reclassify = Callable[[str, str, Any, ToolIndex | None, RuleSet], tuple[int, Any, list[str]]]
 
 
 def _edit_key(e: Edit) -> tuple[int, int]:
@@ -33,13 +44,16 @@ def _apply(text: str, start: int, end: int, edits: list[Edit]) -> str | None:
     return "".join(out)
 
 
-def _repair(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: str | None, renames: dict[str, str],
-            props: dict[str, Any], tools: Any, index: ToolIndex | None, rs: RuleSet,
-            recheck: tuple[int, Any, list[str]] | None = None) -> tuple[str | None, Any, str | None]:
+def repair_call(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: str | None, renames: dict[str, str],
+                props: dict[str, Any], tools: Any, index: ToolIndex | None, rs: RuleSet, reclassify: Reclassify,
+                recheck: tuple[int, Any, list[str]] | None = None) -> tuple[str | None, Any, str | None]:
     """The repair of a call with errors/warnings: (repaired text, its arguments, note), or (None, None, why not).
 
-    ``recheck`` is what :func:`_reclassify` would answer for the repaired text, when the caller knows it."""
-    bad = [iss for iss, f in zip(d.issues, findings, strict=False) if f.severity in _BAD]
+    A repair is kept only if ``reclassify`` (the pipeline run on the repaired text:
+    ``analyze._reclassify``) finds the repaired text
+    one call with no error or warning. ``recheck`` is what it would answer for the repaired text, when the caller
+    knows it."""
+    bad = [iss for iss, f in zip(d.issues, findings, strict=False) if f.severity in BAD_SEVERITIES]
     blockers: list[str] = []
     placement_only = True  # every error/warning is about where the call is, not what it says
     unedited = False  # an error/warning that no text edit fixes (and no other issue covers)
@@ -75,7 +89,7 @@ def _repair(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: st
             else:
                 body = fmt_mod.render(name, {k: intended_value(v, k, props) for k, v in raw_params.items()})
         else:
-            args = _arguments(d, props)
+            args = call_arguments(d, props)
             if not isinstance(args, dict):
                 return None, None, "no repair: the arguments cannot be recovered as an object"
             body = fmt_mod.render(name, {renames.get(k, k): v for k, v in args.items()})
@@ -97,9 +111,7 @@ def _repair(d: CallDraft, findings: list[Finding], text: str, fmt: str, name: st
                 else "drop the text after it")]
         else:
             what = [e.what for e in edits if e.what]
-    from trajlab.toolcalls.analyze import _reclassify  # (the pipeline runs on the repaired text)
-
-    n_calls, arguments, left = recheck if recheck is not None else _reclassify(repaired, target, tools, index, rs)
+    n_calls, arguments, left = recheck if recheck is not None else reclassify(repaired, target, tools, index, rs)
     if n_calls != 1 or left:
         why = ", ".join(left) if left else f"{n_calls} calls"
         return None, None, f"no repair: the automatic fix still leaves {why}"

@@ -1,9 +1,13 @@
-"""Think regions of a turn."""
+"""``<think>`` regions of a turn: where they are, the segments they cut the turn into, and their spans.
+
+A region is ``(content_start, content_end, open_start, open_end, close_start, close_end)`` with ``-1`` for a tag
+that is missing (a turn that starts inside the block the generation prompt opened, or a block never closed).
+"""
 
 from __future__ import annotations
 
 
-def _think_regions(text: str) -> list[tuple[int, int, int, int, int, int]]:
+def think_regions(text: str) -> list[tuple[int, int, int, int, int, int]]:
     """(content_start, content_end, open_start, open_end, close_start, close_end); -1 for a missing tag."""
     out: list[tuple[int, int, int, int, int, int]] = []
     o = text.find("<think>")
@@ -22,7 +26,7 @@ def _think_regions(text: str) -> list[tuple[int, int, int, int, int, int]]:
     return out
 
 
-def _segments(n: int, think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[int, int, bool]]:
+def turn_segments(n: int, think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[int, int, bool]]:
     segs: list[tuple[int, int, bool]] = []
     pos = 0
     for cs, ce, os_, _oe, _cs2, c_e in think:
@@ -36,7 +40,7 @@ def _segments(n: int, think: list[tuple[int, int, int, int, int, int]]) -> list[
     return segs
 
 
-def _think_spans(think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[int, int, str, int | None]]:
+def think_spans(think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[int, int, str, int | None]]:
     """``structural`` spans of the think tags and ``think`` spans of their content."""
     spans: list[tuple[int, int, str, int | None]] = []
     for cs, ce, os_, oe, c_s, c_e in think:

@@ -1,4 +1,4 @@
-"""Span tiling."""
+"""Span tiling: the spans of a turn sorted, overlaps dropped, gaps filled with ``text``, neighbours merged."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from trajlab.model import Span
 
 
-def _tile(spans: list[tuple[int, int, str, int | None]], n: int) -> list[Span]:
+def tile_spans(spans: list[tuple[int, int, str, int | None]], n: int) -> list[Span]:
     """Sort, drop overlaps, fill gaps with ``text`` and merge neighbours of the same kind and call."""
     spans.sort()
     merged: list[list[Any]] = []  # [start, end, kind, call_index]

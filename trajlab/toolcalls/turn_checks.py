@@ -1,16 +1,19 @@
-"""Turn-level checks: invented tags, user regex rules."""
+"""Turn-level checks run after the calls are classified: invented tags and the user's regex rules.
+
+User regex rules read the tiled spans (:mod:`.tiling`), so they run last.
+"""
 
 from __future__ import annotations
 
 from trajlab.model import Finding, ParsedCall, Span
 from trajlab.toolcalls.draft import CallDraft, Issue, snip
-from trajlab.toolcalls.findings import _BAD, _finding
+from trajlab.toolcalls.findings import BAD_SEVERITIES, issue_finding
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex
 
 
-def _invented(text: str, think: list[tuple[int, int, int, int, int, int]], rs: RuleSet, index: ToolIndex | None,
-              fmt_key: str) -> list[Finding]:
+def invented_tags(text: str, think: list[tuple[int, int, int, int, int, int]], rs: RuleSet, index: ToolIndex | None,
+                  fmt_key: str) -> list[Finding]:
     out: list[Finding] = []
     for m in rs.invented_re.finditer(text):
         if any(cs <= m.start() < ce for cs, ce, *_ in think):
@@ -19,14 +22,14 @@ def _invented(text: str, think: list[tuple[int, int, int, int, int, int]], rs: R
         if tag in rs.invented_allowed:
             continue
         variant = "tool_named" if index is not None and tag in index.tools else "element"
-        out.append(_finding(rs, Issue("invented_tag", variant, m.start(), m.end(), {"tag": tag}), fmt_key, None))
+        out.append(issue_finding(rs, Issue("invented_tag", variant, m.start(), m.end(), {"tag": tag}), fmt_key, None))
         if len(out) >= 3:
             break
     return out
 
 
-def _user_rules(text: str, rs: RuleSet, spans: list[Span], calls: list[ParsedCall], drafts: list[CallDraft],
-                fmt_key: str) -> list[Finding]:
+def user_rules(text: str, rs: RuleSet, spans: list[Span], calls: list[ParsedCall], drafts: list[CallDraft],
+               fmt_key: str) -> list[Finding]:
     out: list[Finding] = []
     value_param: dict[int, str] = {}
     for d in drafts:
@@ -62,7 +65,7 @@ def _user_rules(text: str, rs: RuleSet, spans: list[Span], calls: list[ParsedCal
                 except (KeyError, IndexError, ValueError):
                     pass
                 out.append(Finding(rule.category, sev, m.start(), m.end(), msg, f"user/{rule.id}", ci))  # type: ignore[arg-type]
-                if ci is not None and sev in _BAD and rule.category not in calls[ci].categories:
+                if ci is not None and sev in BAD_SEVERITIES and rule.category not in calls[ci].categories:
                     calls[ci].categories = sorted([*calls[ci].categories, rule.category])
                     calls[ci].status = "malformed"
     return out

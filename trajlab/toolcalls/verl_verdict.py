@@ -1,4 +1,9 @@
-"""verl's reading of a call compared with ours."""
+"""verl's reading of a call compared with ours: does verl execute it as intended, differently, or not at all.
+
+:mod:`.verl_parser` reproduces verl's parser on the turn; this module matches its calls to one call draft,
+says in a sentence what verl executes, and records the findings that come from the two readings disagreeing
+(tag text inside a value that verl reads as markup).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from trajlab.toolcalls.verl_parser import (
 )
 
 
-def _verl_verdict(d: CallDraft, args: Any, vcalls: list[VerlCall] | None) -> tuple[str | None, list[VerlCall]]:
+def verl_verdict(d: CallDraft, args: Any, vcalls: list[VerlCall] | None) -> tuple[str | None, list[VerlCall]]:
     """How verl executes the call ``d`` (``as_intended`` | ``differently`` | ``dropped``; None: not modelled for
     the turn's format), and verl's calls read from its text."""
     if vcalls is None:
@@ -30,7 +35,7 @@ def _verl_verdict(d: CallDraft, args: Any, vcalls: list[VerlCall] | None) -> tup
     return DIFFERENTLY, mine
 
 
-def _verl_does(fmt: str, verdict: str, mine: list[VerlCall], vcalls: list[VerlCall] | None) -> str:
+def verl_does(fmt: str, verdict: str, mine: list[VerlCall], vcalls: list[VerlCall] | None) -> str:
     """One sentence: what verl's parser executes for the call."""
     who = f"verl {VERL_VERSION}'s {fmt} parser"
     if verdict == DROPPED:
@@ -43,14 +48,14 @@ def _verl_does(fmt: str, verdict: str, mine: list[VerlCall], vcalls: list[VerlCa
     return f"{who} executes `{describe(mine[0])}`{more}"
 
 
-def _verl_issues(d: CallDraft, fmt: str, verdict: str, mine: list[VerlCall], vcalls: list[VerlCall] | None,
-                 text: str) -> None:
+def verl_issues(d: CallDraft, fmt: str, verdict: str, mine: list[VerlCall], vcalls: list[VerlCall] | None,
+                text: str) -> None:
     """The findings that come from comparing the two readings of ``d``.
 
     Tag text inside a value: ``literal_tag_text`` (info when verl reads the call as intended, an error when it
     cuts, merges or drops it; ``nested_call`` when the text is a whole call). (A call that verl drops or
-    executes differently with no error finding of its own gets ``verl_mismatch`` in :func:`_finish`.)"""
-    does = _verl_does(fmt, verdict, mine, vcalls)
+    executes differently with no error finding of its own gets ``verl_mismatch`` in :func:`finish_call`.)"""
+    does = verl_does(fmt, verdict, mine, vcalls)
     if d.literals:
         s, e = d.literals[0]
         param = next((p.name for p in d.params if p.value_start <= s < max(p.value_end, p.value_start + 1)), "")
@@ -76,8 +81,8 @@ def _verl_issues(d: CallDraft, fmt: str, verdict: str, mine: list[VerlCall], vca
         return
 
 
-def _say_what_verl_does(findings: list[Finding], fmt: str, verdict: str, mine: list[VerlCall],
-                        vcalls: list[VerlCall] | None) -> None:
+def say_what_verl_does(findings: list[Finding], fmt: str, verdict: str, mine: list[VerlCall],
+                       vcalls: list[VerlCall] | None) -> None:
     """Append what verl executes to the message of the call's most severe finding (as a second line)."""
     if not findings:
         return
@@ -85,4 +90,4 @@ def _say_what_verl_does(findings: list[Finding], fmt: str, verdict: str, mine: l
     f = min(findings, key=lambda x: order.get(x.severity, 3))
     if f.category in ("verl_mismatch", "verl_conversion_divergence") and "verl" in f.message:
         return
-    f.message = f"{f.message.rstrip()}\nWhat verl does: {_verl_does(fmt, verdict, mine, vcalls)}."
+    f.message = f"{f.message.rstrip()}\nWhat verl does: {verl_does(fmt, verdict, mine, vcalls)}."

@@ -1,4 +1,10 @@
-"""Issue-recording helpers shared by the qwen3_coder scanner and the reader of simple calls."""
+"""Issue recording shared by the qwen3_coder state machine and the reader of simple calls.
+
+A misspelt tag (:func:`tag_issue`), a parameter or function never closed (:func:`unclosed_parameter`,
+:func:`unclosed_function`), a call never closed (:func:`call_close_at_end`), each with the edit that fixes it
+(:func:`insertion`: a missing closing tag on a line of its own). Both readers record a problem through the same
+function, so they build the same draft.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ _STRAY_VARIANT = {CO: "open_tool_call", CC: "close_tool_call", FO: "open_functio
                   PO: "open_parameter", PC: "close_parameter"}
 
 
-def _tag_issue(d: CallDraft, text: str, t: Tok) -> None:
+def tag_issue(d: CallDraft, text: str, t: Tok) -> None:
     """Record on ``d`` the problem of a malformed tag spelling (and its edit)."""
     v = t.variant
     if v is None:
@@ -45,7 +51,7 @@ def _tag_issue(d: CallDraft, text: str, t: Tok) -> None:
               edits=[Edit(t.start, t.end, canon, f"replaced `{raw}` by `{canon}`")])
 
 
-def _insertion(text: str, d: CallDraft, inserted_at: set[int], p: int, tag: str, what: str) -> Edit:
+def insertion(text: str, d: CallDraft, inserted_at: set[int], p: int, tag: str, what: str) -> Edit:
     """The edit that inserts the closing ``tag`` at ``p`` (on a line of its own) into the call ``d``."""
     prefix = "" if (p in inserted_at or text[p - 1:p] == "\n" or p == d.start) else "\n"
     inserted_at.add(p)
@@ -57,12 +63,12 @@ _UNCLOSED_PARAM = {"param": "parameter_before_parameter", "func_close": "paramet
                    "end": "parameter_at_end"}
 
 
-def _unclosed_parameter(d: CallDraft, text: str, ptok: Tok, end_at: int, follower: str,
-                        inserted_at: set[int]) -> None:
+def unclosed_parameter(d: CallDraft, text: str, ptok: Tok, end_at: int, follower: str,
+                       inserted_at: set[int]) -> None:
     """Record on ``d`` that the parameter opened by ``ptok`` runs to ``end_at``, where ``follower`` comes."""
     blocker = "the output ends inside the parameter" if follower == "end" else None
     edits = [] if follower == "end" else [
-        _insertion(text, d, inserted_at, end_at, "</parameter>", f"closed `<parameter={ptok.name}>`")]
+        insertion(text, d, inserted_at, end_at, "</parameter>", f"closed `<parameter={ptok.name}>`")]
     d.add("unclosed_tag", _UNCLOSED_PARAM[follower], ptok.start, ptok.end, tag=text[ptok.start:ptok.end],
           closer="</parameter>", edits=edits, blocker=blocker)
 
@@ -71,15 +77,15 @@ _UNCLOSED_FUNC = {"call_close": "function_at_call_close", "next_call": "function
                   "func": "function_before_function", "end": "function_at_end"}
 
 
-def _unclosed_function(d: CallDraft, text: str, fn: Tok, end_at: int, follower: str, inserted_at: set[int]) -> None:
+def unclosed_function(d: CallDraft, text: str, fn: Tok, end_at: int, follower: str, inserted_at: set[int]) -> None:
     """Record on ``d`` that the function opened by ``fn`` runs to ``end_at``, where ``follower`` comes."""
     edits = [] if follower == "end" else [
-        _insertion(text, d, inserted_at, end_at, "</function>", f"closed `<function={fn.name}>`")]
+        insertion(text, d, inserted_at, end_at, "</function>", f"closed `<function={fn.name}>`")]
     d.add("unclosed_tag", _UNCLOSED_FUNC[follower], fn.start, fn.end, tag=text[fn.start:fn.end], closer="</function>",
           edits=edits, blocker="the output ends inside the function" if follower == "end" else None)
 
 
-def _call_close_at_end(d: CallDraft, open_start: int, open_end: int, fe: int) -> None:
+def call_close_at_end(d: CallDraft, open_start: int, open_end: int, fe: int) -> None:
     """Record on ``d`` that its ``<tool_call>`` is never closed: the call ends after ``</function>`` at ``fe``."""
     d.add("missing_call_close", "at_end", open_start, open_end, tag="<tool_call>",
           edits=[Edit(fe, fe, "\n</tool_call>", "added `</tool_call>`")])

@@ -1,4 +1,11 @@
-"""The qwen3_coder tag lexer."""
+"""The qwen3_coder tag lexer: the tag tokens of a text, canonical and malformed spellings alike.
+
+:data:`TAG_RE` is the tag grammar (``<``, an optional ``/``, spaces or tabs, a keyword, the rest of the tag);
+:mod:`.fastpath` mirrors it and tests/test_toolcalls_fastpath.py checks that they agree. :func:`lex` runs one
+``finditer`` of the same grammar with the canonical spellings tried first, and classifies every other match
+into a :class:`Tok` with the *variant* of its misspelling (or drops it: ``</parameters>``, ``<function>``, a tag
+cut by the end of the text). :func:`tag_at` reads the one token at a position (the reader of simple calls).
+"""
 
 from __future__ import annotations
 
@@ -48,7 +55,7 @@ class Tok:
         return _CANON_CLOSE[self.kind]
 
 
-def _lex(text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]]) -> list[Tok]:
+def lex(text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]]) -> list[Tok]:
     toks: list[Tok] = []
     excl = Ranges(excluded) if excluded else None
     for m in _LEX_RE.finditer(text, lo, hi):
@@ -144,10 +151,10 @@ def _classify(s: int, e: int, slash: str, ws: str, kw: str, tail: str, gt: str, 
 
 
 #: a `<` where TAG_RE matches (a tag the lexer may read)
-_TAG_AT = re.compile(r"<(?=/?[ \t]*(?:tool_call|function|parameter))")
+TAG_AT = re.compile(r"<(?=/?[ \t]*(?:tool_call|function|parameter))")
 
 
-def _tag_at(text: str, p: int, hi: int, rs: RuleSet) -> Tok | None:
+def tag_at(text: str, p: int, hi: int, rs: RuleSet) -> Tok | None:
     """The token the lexer reads at ``p`` (None: no call tag starts there)."""
     m = TAG_RE.match(text, p, hi)
     if m is None:

@@ -1,4 +1,15 @@
-"""The tolerant qwen3_coder state machine."""
+"""The tolerant qwen3_coder state machine: call drafts from the tag tokens of a segment, whatever their shape.
+
+:class:`Scanner` walks the tokens of :func:`.lexer.lex` (after :func:`.values.literal_tags` has taken out the
+tag text inside values) and builds one :class:`CallDraft` per call: its name, parameters and spans, and every
+structural problem as an :class:`Issue` with the edit that fixes it -- tags missing or misspelt, a call without
+``<tool_call>`` or ``</tool_call>``, several functions in one call, JSON or another family's syntax in the body,
+text between the tags, a call cut by the end of the output.
+
+It is longer than 400 lines on purpose: it is one automaton whose transitions (the ``run`` loop and the
+element methods it calls) share the state of the call being read (:class:`_Call`), and the analysis of a
+finished call's gaps and body belongs to the same state; split across modules it would be harder to follow.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +19,11 @@ from dataclasses import dataclass, field
 from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, Issue, ParamDraft, snip
 from trajlab.toolcalls.jsonbody import decode_body, fill_json_call, walk
 from trajlab.toolcalls.qwen3_coder.issues import (
-    _call_close_at_end,
-    _insertion,
-    _tag_issue,
-    _unclosed_function,
-    _unclosed_parameter,
+    call_close_at_end,
+    insertion,
+    tag_issue,
+    unclosed_function,
+    unclosed_parameter,
 )
 from trajlab.toolcalls.qwen3_coder.lexer import CC, CO, FC, FO, PC, PO, Tok
 from trajlab.toolcalls.ruleset import RuleSet
@@ -39,7 +50,9 @@ class _Call:
     inserted_at: set[int] | None = None  # where closing tags were inserted (created on the first insertion)
 
 
-class _Scanner:
+class Scanner:
+    """Reads the calls of ``text[lo:hi]`` from its tokens: ``Scanner(...).run()`` gives (drafts, turn issues)."""
+
     def __init__(self, text: str, lo: int, hi: int, rs: RuleSet, toks: list[Tok], spans: bool = True) -> None:
         self.text, self.lo, self.hi, self.rs, self.toks = text, lo, hi, rs, toks
         self.spans = spans  # record the drafts' spans (False: the caller builds no tiling)
@@ -51,7 +64,7 @@ class _Scanner:
     # -- helpers --------------------------------------------------------------------------------------
 
     def _tag_issue(self, c: _Call, t: Tok) -> None:
-        _tag_issue(c.d, self.text, t)
+        tag_issue(c.d, self.text, t)
 
     def _tag_spans(self, c: _Call, t: Tok) -> None:
         d = c.d
@@ -69,7 +82,7 @@ class _Scanner:
     def _ins(self, c: _Call, p: int, tag: str, what: str) -> Edit:
         if c.inserted_at is None:
             c.inserted_at = set()
-        return _insertion(self.text, c.d, c.inserted_at, p, tag, what)
+        return insertion(self.text, c.d, c.inserted_at, p, tag, what)
 
     def _new_call(self, t: Tok, bare: bool) -> _Call:
         d = CallDraft("qwen3_coder", t.start, t.end)
@@ -119,7 +132,7 @@ class _Scanner:
         if close is None:
             if c.inserted_at is None:
                 c.inserted_at = set()
-            _unclosed_parameter(c.d, text, p.tok, end_at, follower, c.inserted_at)
+            unclosed_parameter(c.d, text, p.tok, end_at, follower, c.inserted_at)
             c.pos = end_at
         else:
             if close.variant is not None:
@@ -138,7 +151,7 @@ class _Scanner:
         if close is None and fn is not None:
             if c.inserted_at is None:
                 c.inserted_at = set()
-            _unclosed_function(c.d, self.text, fn, end_at, follower, c.inserted_at)
+            unclosed_function(c.d, self.text, fn, end_at, follower, c.inserted_at)
             c.pos = max(c.pos, end_at)
         elif close is not None:
             if close.variant is not None:
@@ -463,8 +476,8 @@ class _Scanner:
                 self._finish(c, end, None)
             else:
                 fe = c.fn_close_end if c.fn_close_end >= 0 else c.pos
-                _call_close_at_end(c.d, c.open_tok.start if c.open_tok else c.d.start,
-                                   c.open_tok.end if c.open_tok else c.d.start, fe)
+                call_close_at_end(c.d, c.open_tok.start if c.open_tok else c.d.start,
+                                  c.open_tok.end if c.open_tok else c.d.start, fe)
                 c.pos = fe
                 self._finish(c, fe, None)
         self._flush_pending()

@@ -1,4 +1,10 @@
-"""The regex reader of simple qwen3_coder calls."""
+"""The regex reader of *simple* qwen3_coder calls (see :func:`read_call`) and the shapes it reads.
+
+A simple call is read with a few regexes instead of the lexer and the state machine, with the same draft as
+result; :func:`read_simple` reads a whole segment when every call in it is simple, and :mod:`.fastpath` uses
+:func:`read_call` and the shape helpers (:data:`XmlShape`, :func:`shape_draft`, :func:`shape_spans`,
+:func:`shape_content`) for whole turns.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,12 @@ from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, ParamDraft
 from trajlab.toolcalls.qwen3_coder.issues import (
-    _call_close_at_end,
-    _tag_issue,
-    _unclosed_function,
-    _unclosed_parameter,
+    call_close_at_end,
+    tag_issue,
+    unclosed_function,
+    unclosed_parameter,
 )
-from trajlab.toolcalls.qwen3_coder.lexer import _TAG_AT, CC, CO, FC, FO, PC, PO, Tok, _tag_at
+from trajlab.toolcalls.qwen3_coder.lexer import CC, CO, FC, FO, PC, PO, TAG_AT, Tok, tag_at
 from trajlab.toolcalls.qwen3_coder.values import standalone
 from trajlab.toolcalls.ruleset import RuleSet
 
@@ -64,7 +70,7 @@ def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, Ca
         if pm.start(3) >= 0:  # `</parameter>`
             pos = pm.end()
             continue
-        nxt = _tag_at(text, q, hi, rs)
+        nxt = tag_at(text, q, hi, rs)
         if nxt is None or nxt.kind in (CO, FO) or (nxt.kind == PO and nxt.variant is not None):
             return None
         if nxt.kind == PO or nxt.kind != PC and not standalone(text, nxt.start, nxt.end):
@@ -76,7 +82,7 @@ def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, Ca
         follower = "param" if nxt.kind == PO else "func_close" if nxt.kind == FC else "call_close"
         ptok = Tok(PO, pns - 11, vs, None, pm.group(1), pns, pne)  # `<parameter=` is 11 characters
         r = r or _Read(start)
-        _unclosed_parameter(r.d, text, ptok, q, follower, r.inserted)
+        unclosed_parameter(r.d, text, ptok, q, follower, r.inserted)
         pos = q
         if nxt.kind != PO:
             break
@@ -89,14 +95,14 @@ def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, Ca
         if text.startswith("</function>", p, hi):
             end = p + 11
         else:
-            nxt = _tag_at(text, p, hi, rs)
+            nxt = tag_at(text, p, hi, rs)
             if nxt is None or nxt.kind not in (FC, CC):
                 return None
     closed = True  # the call ends with its `</tool_call>` (in any spelling)
     if nxt is not None and nxt.kind == CC:  # the function is never closed
         fn = Tok(FO, ns - 10, head.end(), None, head.group(1), ns, ne)  # `<function=` is 10 characters
         r = r or _Read(start)
-        _unclosed_function(r.d, text, fn, nxt.start, "call_close", r.inserted)
+        unclosed_function(r.d, text, fn, nxt.start, "call_close", r.inserted)
         r = _tag_read(r, text, start, nxt)
         end = nxt.end
     else:
@@ -107,14 +113,14 @@ def read_call(text: str, start: int, hi: int, rs: RuleSet) -> tuple[XmlShape, Ca
         if text.startswith("</tool_call>", p, hi):
             end = p + 12
         elif text.startswith("<", p, hi):
-            cc = _tag_at(text, p, hi, rs)
+            cc = tag_at(text, p, hi, rs)
             if cc is None or cc.kind != CC:
                 return None
             r = _tag_read(r, text, start, cc)
             end = cc.end
-        elif _TAG_AT.search(text, end, hi) is None:  # no `</tool_call>`, and no other tag after the call
+        elif TAG_AT.search(text, end, hi) is None:  # no `</tool_call>`, and no other tag after the call
             r = r or _Read(start)
-            _call_close_at_end(r.d, start, start + 11, end)  # `<tool_call>` is 11 characters
+            call_close_at_end(r.d, start, start + 11, end)  # `<tool_call>` is 11 characters
             closed = False
         else:
             return None
@@ -137,7 +143,7 @@ def _shape(text: str, hi: int, start: int, end: int, name: str, ns: int, ne: int
 
 
 class _Read:
-    """The draft of a simple call that has an issue, and where closing tags are inserted (see `_insertion`)."""
+    """The draft of a simple call that has an issue, and where closing tags are inserted (see `insertion`)."""
 
     __slots__ = ("d", "inserted")
 
@@ -151,7 +157,7 @@ def _tag_read(r: _Read | None, text: str, start: int, t: Tok) -> _Read | None:
     if t.variant is None:
         return r
     r = r or _Read(start)
-    _tag_issue(r.d, text, t)
+    tag_issue(r.d, text, t)
     return r
 
 
@@ -190,12 +196,12 @@ def shape_spans(d: CallDraft, shape: XmlShape) -> None:
         d.span("structural", pos, shape[1])
 
 
-def _read_simple(text: str, lo: int, hi: int, rs: RuleSet, spans: bool) -> list[CallDraft] | None:
+def read_simple(text: str, lo: int, hi: int, rs: RuleSet, spans: bool) -> list[CallDraft] | None:
     """The drafts the scanner makes of ``text[lo:hi]`` when every call in it is simple (:func:`read_call`) and
     no other tag occurs in it; None otherwise."""
     calls: list[CallDraft] = []
     pos = lo
-    while (m := _TAG_AT.search(text, pos, hi)) is not None:
+    while (m := TAG_AT.search(text, pos, hi)) is not None:
         r = read_call(text, m.start(), hi, rs)
         if r is None:
             return None

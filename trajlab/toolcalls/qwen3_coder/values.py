@@ -1,11 +1,18 @@
-"""Tag text inside qwen3_coder parameter values."""
+"""Tag text inside qwen3_coder parameter values: call structure or text the value holds.
+
+A model may write tag text inside a value (a file that holds an example call, ``x = "<tool_call>"``).
+:func:`literal_tags` splits the tokens into call structure and such literal tags, by the closing structure that
+follows (:func:`standalone`: is a tag on a line of its own); :func:`attach_literals` records them on their
+calls. :func:`closed_reading` is the other reading of the same text: verl's regexes over closed calls, which
+keep tag text inside values; the turn pipeline weighs the two.
+"""
 
 from __future__ import annotations
 
 import re
 
 from trajlab.toolcalls.draft import CallDraft, ParamDraft
-from trajlab.toolcalls.qwen3_coder.lexer import _TAG_AT, CC, CO, FC, FO, PC, PO, TAG_RE, Tok
+from trajlab.toolcalls.qwen3_coder.lexer import CC, CO, FC, FO, PC, PO, TAG_AT, TAG_RE, Tok
 
 
 def standalone(text: str, start: int, end: int) -> bool:
@@ -198,7 +205,7 @@ def _well_formed(toks: list[Tok], i: int, j: int) -> bool:
     return k == j
 
 
-def _attach_literals(drafts: list[CallDraft], lit: list[Tok]) -> None:
+def attach_literals(drafts: list[CallDraft], lit: list[Tok]) -> None:
     """Record each literal tag on the call whose text holds it."""
     j = 0
     for d in drafts:  # (sorted by start; calls do not overlap)
@@ -225,7 +232,7 @@ def closed_reading(text: str, lo: int, hi: int) -> list[CallDraft] | None:
     out: list[CallDraft] = []
     pos = lo
     for bm in _BLOCK.finditer(text, lo, hi):
-        if _TAG_AT.search(text, pos, bm.start()) is not None:
+        if TAG_AT.search(text, pos, bm.start()) is not None:
             return None
         fm = _FUNCTION.fullmatch(text, bm.start(1), bm.end(1))
         if fm is None:
@@ -251,7 +258,7 @@ def closed_reading(text: str, lo: int, hi: int) -> list[CallDraft] | None:
             d.span("structural", pm.end(1), a)
             d.span("param_value", a, b)
             d.params.append(ParamDraft(pm.group(1), pm.start(1), pm.end(1), text[a:b], None, a, b))
-            for tm in _TAG_AT.finditer(text, a, b):
+            for tm in TAG_AT.finditer(text, a, b):
                 m = TAG_RE.match(text, tm.start(), b)
                 if d.literals is None:
                     d.literals = []
@@ -261,6 +268,6 @@ def closed_reading(text: str, lo: int, hi: int) -> list[CallDraft] | None:
         d.span("structural", q, bm.end())
         out.append(d)
         pos = bm.end()
-    if not out or _TAG_AT.search(text, pos, hi) is not None:
+    if not out or TAG_AT.search(text, pos, hi) is not None:
         return None
     return out
