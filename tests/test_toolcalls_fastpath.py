@@ -26,9 +26,10 @@ from trajlab.model import RawTrajectory, TurnAnalysis, TurnContext
 from trajlab.toolcalls import analyze as analyze_mod
 from trajlab.toolcalls import analyze_turn, fastpath
 from trajlab.toolcalls.fastpath import fast_calls
-from trajlab.toolcalls.format_qwen3_coder import TAG_RE
+from trajlab.toolcalls.qwen3_coder.lexer import TAG_RE
 from trajlab.toolcalls.ruleset import get_ruleset
 from trajlab.toolcalls.schema import tool_index
+from trajlab.toolcalls.think import think_regions, turn_segments
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -70,8 +71,8 @@ def assert_same(text: str, fmt: str, tools: list[dict[str, Any]] | None) -> None
 
 def engages(text: str, fmt: str, tools: list[dict[str, Any]] | None) -> bool:
     """Whether the fast path answers for ``text`` by itself (the way :func:`analyze._analyze` calls it)."""
-    think = analyze_mod._think_regions(text) if "think>" in text else []
-    segments = analyze_mod._segments(len(text), think)
+    think = think_regions(text) if "think>" in text else []
+    segments = turn_segments(len(text), think)
     return fast_calls(text, fmt, tool_index(tools), segments, get_ruleset(()), True) is not None
 
 

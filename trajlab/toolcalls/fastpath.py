@@ -41,8 +41,8 @@ from typing import Any
 from trajlab.model import ParsedCall
 from trajlab.toolcalls.draft import MISSING, CallDraft, ParamDraft, parsed_call
 from trajlab.toolcalls.format_hermes import FRAME_RE
-from trajlab.toolcalls.format_qwen3_coder import XmlShape, read_call, shape_content, shape_draft, shape_spans
 from trajlab.toolcalls.jsonbody import Member, json_spans, walk_valid
+from trajlab.toolcalls.qwen3_coder.simple import XmlShape, read_call, shape_content, shape_draft, shape_spans
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, verl_convert
 

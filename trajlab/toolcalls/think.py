@@ -1,0 +1,52 @@
+"""``<think>`` regions of a turn: where they are, the segments they cut the turn into, and their spans.
+
+A region is ``(content_start, content_end, open_start, open_end, close_start, close_end)`` with ``-1`` for a tag
+that is missing (a turn that starts inside the block the generation prompt opened, or a block never closed).
+"""
+
+from __future__ import annotations
+
+
+def think_regions(text: str) -> list[tuple[int, int, int, int, int, int]]:
+    """(content_start, content_end, open_start, open_end, close_start, close_end); -1 for a missing tag."""
+    out: list[tuple[int, int, int, int, int, int]] = []
+    o = text.find("<think>")
+    c = text.find("</think>")  # (the tags cannot overlap: this is also the first close after `o`, if o < c)
+    if c >= 0 and (o < 0 or c < o):  # the generation prompt opened <think>: the turn starts inside it
+        out.append((0, c, -1, -1, c, c + 8))
+        c = text.find("</think>", o + 7) if o >= 0 else -1
+    while o >= 0:  # a block opened at `o`, closed at `c`
+        if c < 0:
+            out.append((o + 7, len(text), o, o + 7, -1, -1))
+            break
+        out.append((o + 7, c, o, o + 7, c, c + 8))
+        o = text.find("<think>", c + 8)
+        if o >= 0:
+            c = text.find("</think>", o + 7)
+    return out
+
+
+def turn_segments(n: int, think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[int, int, bool]]:
+    segs: list[tuple[int, int, bool]] = []
+    pos = 0
+    for cs, ce, os_, _oe, _cs2, c_e in think:
+        outer_s = os_ if os_ >= 0 else cs
+        if outer_s > pos:
+            segs.append((pos, outer_s, False))
+        segs.append((cs, ce, True))
+        pos = c_e if c_e >= 0 else ce
+    if pos < n:
+        segs.append((pos, n, False))
+    return segs
+
+
+def think_spans(think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[int, int, str, int | None]]:
+    """``structural`` spans of the think tags and ``think`` spans of their content."""
+    spans: list[tuple[int, int, str, int | None]] = []
+    for cs, ce, os_, oe, c_s, c_e in think:
+        if os_ >= 0:
+            spans.append((os_, oe, "structural", None))
+        spans.append((cs, ce, "think", None))
+        if c_s >= 0:
+            spans.append((c_s, c_e, "structural", None))
+    return spans
