@@ -1,10 +1,12 @@
-"""Ingest: find input files, detect their format, and stream records out of them.
+"""Ingest: find input files, detect their format, and stream records out of them (the package's public API).
 
 One module per source format (:mod:`verl_jsonl`, :mod:`verl_tool`, :mod:`openai_messages`) converts a parsed
-record into a :class:`~trajlab.model.RawTrajectory`. This module owns what is common: walking directories,
-per-file format detection, splitting big JSONL files into byte ranges that workers read in parallel, and
-turning every unreadable line into an :class:`~trajlab.model.IngestError` (file, line, reason) instead of
-an exception. Good records around a bad one are always kept.
+record into a :class:`~trajlab.model.RawTrajectory`. What is common has one module per step:
+:mod:`~trajlab.ingest.discover` walks directories, :mod:`~trajlab.ingest.detect` tells a file's format,
+:mod:`~trajlab.ingest.plan` splits big JSONL files into byte ranges that workers read in parallel,
+:mod:`~trajlab.ingest.stream` reads the records of one range and :mod:`~trajlab.ingest.salvage` rescues a
+damaged JSON list. Every unreadable line becomes an :class:`~trajlab.model.IngestError` (file, line, reason)
+instead of an exception; good records around a bad one are always kept. This module only re-exports.
 """
 
 from trajlab.ingest.detect import (

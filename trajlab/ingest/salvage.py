@@ -6,16 +6,18 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from trajlab.ingest.plan import FileTask
-from trajlab.model import IngestError, RawTrajectory
+from trajlab.model import IngestError
 
 
-def _salvage_json_list(task: FileTask, mod: Any, text: str, msg: str, lineno: int | None,
-                       colno: int | None) -> Iterator[RawTrajectory | IngestError]:
+def salvage_json_list(rel: str, text: str, msg: str, lineno: int | None,
+                      colno: int | None) -> Iterator[tuple[int, dict[str, Any]] | IngestError]:
     """A JSON list that does not parse whole (cut short by a crashed writer, or one record that cannot be read):
-    keep every readable record; a record that cannot be read is reported and skipped when its end can be found."""
-    from trajlab.ingest.stream import _convert
+    keep every readable record; a record that cannot be read is reported and skipped when its end can be found.
 
+    Yields ``(record index, record)`` for each readable JSON object (1-based, in file order; the caller converts
+    it) and an :class:`~trajlab.model.IngestError` of file ``rel`` for each problem, in the order met. ``msg``,
+    ``lineno`` and ``colno`` describe why the whole list did not parse.
+    """
     dec = json.JSONDecoder()
     i = text.find("[") + 1
     n = 0
@@ -32,7 +34,7 @@ def _salvage_json_list(task: FileTask, mod: Any, text: str, msg: str, lineno: in
         except (ValueError, RecursionError) as e:
             n += 1
             bad += 1
-            yield IngestError(task.rel, n, f"record {n} cannot be read ({type(e).__name__}); skipped")
+            yield IngestError(rel, n, f"record {n} cannot be read ({type(e).__name__}); skipped")
             j = _next_record_start(text, i)
             if j is None:
                 break
@@ -40,14 +42,14 @@ def _salvage_json_list(task: FileTask, mod: Any, text: str, msg: str, lineno: in
             continue
         n += 1
         if isinstance(obj, dict):
-            yield from _convert(mod, obj, task, n)
+            yield n, obj
     where = f" at line {lineno} column {colno}" if lineno is not None else ""
     if i < len(text) and text[i] == "]":
         if not bad:
-            yield IngestError(task.rel, None, f"JSON list not readable whole ({msg}); records read one by one")
+            yield IngestError(rel, None, f"JSON list not readable whole ({msg}); records read one by one")
         return
     yield IngestError(
-        task.rel, n + 1,
+        rel, n + 1,
         f"invalid JSON list ({msg}{where}); kept the {n - bad} complete records before it",
     )
 

@@ -6,7 +6,7 @@ row group becomes an :class:`~trajlab.model.IngestError` and the good records ar
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +14,8 @@ from trajlab.ingest import verl_tool
 from trajlab.ingest.detect import BOM, FORMATS, loads_line
 from trajlab.ingest.fields import may_hold_surrogates, replace_lone_surrogates
 from trajlab.ingest.plan import FileTask
-from trajlab.ingest.salvage import _salvage_json_list
+from trajlab.ingest.salvage import salvage_json_list
 from trajlab.model import IngestError, RawTrajectory
-
-Converter = Callable[..., "tuple[RawTrajectory | None, list[IngestError]]"]
 
 
 def _decode_line(raw: bytes, task: FileTask, lineno: int) -> tuple[str, IngestError | None]:
@@ -128,10 +126,11 @@ def _iter_json_list(task: FileTask, mod: Any) -> Iterator[RawTrajectory | Ingest
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        yield from _salvage_json_list(task, mod, text, e.msg, e.lineno, e.colno)
+        yield from _convert_salvaged(task, mod, salvage_json_list(task.rel, text, e.msg, e.lineno, e.colno))
         return
     except (ValueError, RecursionError) as e:  # one record nested too deeply, or a huge integer literal
-        yield from _salvage_json_list(task, mod, text, f"{type(e).__name__}: {str(e)[:120]}", None, None)
+        yield from _convert_salvaged(
+                task, mod, salvage_json_list(task.rel, text, f"{type(e).__name__}: {str(e)[:120]}", None, None))
         return
     if not isinstance(data, list):
         yield IngestError(task.rel, None, f"expected a JSON list of records, got {type(data).__name__}")
@@ -148,6 +147,16 @@ def _iter_json_list(task: FileTask, mod: Any) -> Iterator[RawTrajectory | Ingest
             yield from _convert(mod, obj, task, i)
         except Exception as e:  # never lose the rest of the list to one record
             yield IngestError(task.rel, i, f"record could not be read: {type(e).__name__}: {e}")
+
+
+def _convert_salvaged(task: FileTask, mod: Any, items: Iterable[tuple[int, dict[str, Any]] | IngestError]
+                      ) -> Iterator[RawTrajectory | IngestError]:
+    """Convert the records :func:`~trajlab.ingest.salvage.salvage_json_list` kept; pass its errors on."""
+    for item in items:
+        if isinstance(item, IngestError):
+            yield item
+        else:
+            yield from _convert(mod, item[1], task, item[0])
 
 
 def _iter_parquet(task: FileTask, mod: Any) -> Iterator[RawTrajectory | IngestError]:
