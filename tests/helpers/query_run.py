@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from trajlab.atomic import atomic_write_json
 from trajlab.tables import (
     CALLS,
     FINDINGS,
@@ -25,7 +26,6 @@ from trajlab.tables import (
     STEPS,
     TRAJECTORIES,
     TURNS,
-    atomic_write_json,
     write_table,
 )
 from trajlab.trends import early_warning, steps_table

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from trajlab.tables import BOOL, F64, I32, I64, STR, C, TableSpec, register
+from trajlab.tables import BOOL, F64, I32, I64, STR, C, TableSpec
 
 MESSAGE = pa.struct([pa.field("role", STR), pa.field("content", STR)])
 TOOL_CALL = pa.struct(
@@ -33,72 +33,64 @@ _PROVENANCE = (
     C("n_tokens", I64, "tokens of the rendered conversation (only with --tokenizer)"),
 )
 
-MESSAGES_SPEC = register(
-    TableSpec(
-        "sft_messages",
-        "SFT pool rows, style `messages` (verl MultiTurnSFTDataset: data.messages_key=messages).",
-        (
-            C("sample_id", STR, "stable id of the sample (hash of kind, trajectory, call, hint)", False),
-            C("messages", pa.list_(MESSAGE), "chat messages {role, content}: exact prompt and model text", False),
-            C("enable_thinking", BOOL, "the trajectory shows thinking mode (think blocks / open <think> prompt)", False),
-            *_PROVENANCE,
-        ),
-        ("sample_id",),
-    )
+MESSAGES_SPEC = TableSpec(
+    "sft_messages",
+    "SFT pool rows, style `messages` (verl MultiTurnSFTDataset: data.messages_key=messages).",
+    (
+        C("sample_id", STR, "stable id of the sample (hash of kind, trajectory, call, hint)", False),
+        C("messages", pa.list_(MESSAGE), "chat messages {role, content}: exact prompt and model text", False),
+        C("enable_thinking", BOOL, "the trajectory shows thinking mode (think blocks / open <think> prompt)", False),
+        *_PROVENANCE,
+    ),
+    ("sample_id",),
 )
 
-PROMPT_RESPONSE_SPEC = register(
-    TableSpec(
-        "sft_prompt_response",
-        "SFT pool rows, style `prompt-response`: one row per assistant message (data.prompt_key/response_key).",
-        (
-            C("sample_id", STR, "stable id of the sample the row comes from", False),
-            C("turn", I32, "0-based index of the response among the sample's assistant messages", False),
-            C("prompt", pa.list_(MESSAGE), "every message before the response", False),
-            C("response", STR, "the assistant message to train", False),
-            C("enable_thinking", BOOL, "as in the messages style", False),
-            *_PROVENANCE,
-        ),
-        ("sample_id", "turn"),
-    )
+PROMPT_RESPONSE_SPEC = TableSpec(
+    "sft_prompt_response",
+    "SFT pool rows, style `prompt-response`: one row per assistant message (data.prompt_key/response_key).",
+    (
+        C("sample_id", STR, "stable id of the sample the row comes from", False),
+        C("turn", I32, "0-based index of the response among the sample's assistant messages", False),
+        C("prompt", pa.list_(MESSAGE), "every message before the response", False),
+        C("response", STR, "the assistant message to train", False),
+        C("enable_thinking", BOOL, "as in the messages style", False),
+        *_PROVENANCE,
+    ),
+    ("sample_id", "turn"),
 )
 
-OPENAI_SPEC = register(
-    TableSpec(
-        "sft_openai",
-        "SFT pool rows, style `openai`: structured tool_calls (arguments as JSON strings).",
-        (
-            C("sample_id", STR, "stable id of the sample", False),
-            C("messages", pa.list_(OPENAI_MESSAGE), "{role, content, tool_calls}; content never null", False),
-            C("tools", STR, "JSON list of OpenAI tool schemas declared in the prompt (null when unknown)"),
-            C("enable_thinking", BOOL, "as in the messages style", False),
-            *_PROVENANCE,
-        ),
-        ("sample_id",),
-    )
+OPENAI_SPEC = TableSpec(
+    "sft_openai",
+    "SFT pool rows, style `openai`: structured tool_calls (arguments as JSON strings).",
+    (
+        C("sample_id", STR, "stable id of the sample", False),
+        C("messages", pa.list_(OPENAI_MESSAGE), "{role, content, tool_calls}; content never null", False),
+        C("tools", STR, "JSON list of OpenAI tool schemas declared in the prompt (null when unknown)"),
+        C("enable_thinking", BOOL, "as in the messages style", False),
+        *_PROVENANCE,
+    ),
+    ("sample_id",),
 )
 
 SPECS = {"messages": MESSAGES_SPEC, "prompt-response": PROMPT_RESPONSE_SPEC, "openai": OPENAI_SPEC}
 
-OOD_SPEC = register(
-    TableSpec(
-        "sft_ood_eval",
-        "Format-OOD evaluation prompts (held-back prompts, renamed tools and/or the other call format).",
-        (
-            C("sample_id", STR, "stable id (hash of prompt and variant)", False),
-            C("variant", STR, "renamed | reformatted | renamed+reformatted", False),
-            C("prompt", pa.list_(MESSAGE), "system (with the re-rendered tool block) and user messages", False),
-            C("reference", STR, "first assistant turn of a clean trajectory, calls re-rendered; null if none"),
-            C("tool_format", STR, "call format the prompt now asks for", False),
-            C("source_tool_format", STR, "call format of the original prompt", False),
-            C("tools", STR, "JSON list of the (renamed) OpenAI tool schemas", False),
-            C("rename_map", STR, "JSON object old name -> new name ({} for `reformatted`)", False),
-            C("expected_tools", pa.list_(STR), "tool names a correct answer may call", False),
-            C("trajectory_id", STR, "source trajectory of the prompt (and of the reference)", False),
-            C("group_id", STR, "", False),
-            C("prompt_key", STR, "hash of the original prompt (a validation prompt of the pool)", False),
-            C("step", I64, "step of the source trajectory"),
-        ),
-        ("prompt_key", "variant"),
-    )
+OOD_SPEC = TableSpec(
+    "sft_ood_eval",
+    "Format-OOD evaluation prompts (held-back prompts, renamed tools and/or the other call format).",
+    (
+        C("sample_id", STR, "stable id (hash of prompt and variant)", False),
+        C("variant", STR, "renamed | reformatted | renamed+reformatted", False),
+        C("prompt", pa.list_(MESSAGE), "system (with the re-rendered tool block) and user messages", False),
+        C("reference", STR, "first assistant turn of a clean trajectory, calls re-rendered; null if none"),
+        C("tool_format", STR, "call format the prompt now asks for", False),
+        C("source_tool_format", STR, "call format of the original prompt", False),
+        C("tools", STR, "JSON list of the (renamed) OpenAI tool schemas", False),
+        C("rename_map", STR, "JSON object old name -> new name ({} for `reformatted`)", False),
+        C("expected_tools", pa.list_(STR), "tool names a correct answer may call", False),
+        C("trajectory_id", STR, "source trajectory of the prompt (and of the reference)", False),
+        C("group_id", STR, "", False),
+        C("prompt_key", STR, "hash of the original prompt (a validation prompt of the pool)", False),
+        C("step", I64, "step of the source trajectory"),
+    ),
+    ("prompt_key", "variant"),
 )

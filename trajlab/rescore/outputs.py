@@ -1,4 +1,5 @@
-"""Tables written by ``trajlab rescore``: specs, per-rank part files, merge, resume and the compare table.
+"""Where and how ``trajlab rescore`` writes its tables: per-rank part files, merge, resume, the compare table and
+``drift.json`` (the tables' specs: :mod:`trajlab.rescore.specs`).
 
 Layout under the scan directory ``OUT``::
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from trajlab.rescore.specs import (
     TOKENS,
     TRAJECTORY_SCORES,
 )
-from trajlab.tables import TableSpec, to_table, write_table
+from trajlab.tables import TableSpec, read_parts, to_table, write_table
 
 MASS_GROUPS: tuple[str, ...] = ("structural", "content")
 
@@ -87,7 +88,7 @@ def _options_path(out: Path, label: str) -> Path:
 
 def write_resume_options(out: Path, label: str, opts: dict[str, Any]) -> None:
     """Record the options the parts of ``label`` are scored with (checked by ``--resume``)."""
-    from trajlab.tables import atomic_write_json
+    from trajlab.atomic import atomic_write_json
 
     atomic_write_json(_options_path(out, label), opts, fsync=False)
 
@@ -157,11 +158,6 @@ def next_seq(pdir: Path, rank: int) -> int:
     return max(seqs, default=-1) + 1
 
 
-def _concat(spec: TableSpec, files: Iterable[Path]) -> pa.Table:
-    tables = [to_table(spec, pq.read_table(p)) for p in files]
-    return pa.concat_tables(tables) if tables else spec.schema.empty_table()
-
-
 def merge_parts(out: Path, label: str, *, keep_parts: bool = False) -> list[str]:
     """Merge every complete part of a checkpoint into its final tables (control_stats sums are re-added).
 
@@ -172,7 +168,7 @@ def merge_parts(out: Path, label: str, *, keep_parts: bool = False) -> list[str]
     done = complete_parts(pdir)
     for key, spec in PER_CHECKPOINT:
         files = [pdir / key / n for n in done if (pdir / key / n).exists()]
-        table = _concat(spec, files)
+        table = read_parts(spec, files)
         if key == "control_stats":
             table = _sum_control_stats(table)
         elif key == "token_mass":
@@ -279,7 +275,7 @@ _DRIFT_KEYS = ("calibrated_spike_rate", "calibrated_spikes", "calibrated_units",
 
 def write_drift_json(out: Path, reference: str | None, quantile: float, checkpoints: Sequence[Any]) -> Path:
     """``OUT/rescore/drift.json``: the reference and each checkpoint's calibrated and paired headline."""
-    from trajlab.tables import atomic_write_json
+    from trajlab.atomic import atomic_write_json
 
     p = Path(out) / "rescore" / "drift.json"
     atomic_write_json(p, {"reference": reference, "calibration_quantile": quantile,
