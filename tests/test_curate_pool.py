@@ -507,7 +507,7 @@ def _write_rescore(out: Path, label: str, intrusion: dict[str, float], log_odds:
     """Rescore tables as ``trajlab rescore`` writes them (its registered specs), with the given values."""
     import pyarrow as pa
 
-    outputs = pytest.importorskip("trajlab.rescore.outputs")
+    outputs = pytest.importorskip("trajlab.rescore.specs")
     from trajlab.tables import write_table
 
     def default(t: pa.DataType):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from trajlab.tables import load_all_specs
+from trajlab.table_registry import all_specs
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 
@@ -18,7 +18,7 @@ def _tables_section() -> str:
 
 def test_every_table_and_column_is_documented():
     section = _tables_section()
-    for name, spec in load_all_specs().items():
+    for name, spec in all_specs().items():
         m = re.search(rf"^#+ `{re.escape(name)}`$", section, flags=re.MULTILINE)
         assert m, f"README Tables section lacks table {name}"
         block = section[m.end():].split("\n#", 1)[0]

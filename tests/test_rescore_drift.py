@@ -25,7 +25,8 @@ import pytest
 from trajlab.errors import TrajlabError
 from trajlab.rescore.control_tokens import SpikeThresholds
 from trajlab.rescore.drift import bootstrap_delta, compare_to_reference, pick_reference
-from trajlab.rescore.outputs import DISCOVERED, MALFORMATIONS, PAIRED, POSITIONS, TOKEN_MASS, label_dir
+from trajlab.rescore.outputs import label_dir
+from trajlab.rescore.specs import DISCOVERED, MALFORMATIONS, PAIRED, POSITIONS, TOKEN_MASS
 from trajlab.tables import write_table
 
 TH = SpikeThresholds()

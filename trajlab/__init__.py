@@ -30,7 +30,7 @@ _API = {
     "show": "trajlab.show",
     "watch": "trajlab.watch",
     "WatchOptions": "trajlab.watch",
-    "describe_tables": "trajlab.tables",
+    "describe_tables": "trajlab.table_registry",
     "TrajlabError": "trajlab.errors",
 }
 

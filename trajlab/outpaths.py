@@ -22,10 +22,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from trajlab.atomic import TEMP_NAME
 from trajlab.errors import TrajlabError
 
 #: the file that marks a directory as trajlab's (written before anything else into a fresh output directory)
@@ -139,7 +139,7 @@ def prepare_out_dir(out: str | Path, *, kind: str, inputs: Iterable[str | Path] 
     try:
         out.mkdir(parents=True, exist_ok=True)
         if not (out / MARKER).is_file():
-            from trajlab.tables import atomic_write_json
+            from trajlab.atomic import atomic_write_json
 
             atomic_write_json(out / MARKER, {"kind": kind, "note": "written by trajlab; marks this directory as "
                                                                    "a trajlab output"}, fsync=False)
@@ -197,7 +197,6 @@ def _is_trajlab_report(p: Path) -> bool:
 #: present while a scan rewrites the tables of an output directory; a run killed mid-way leaves it behind
 INCOMPLETE = ".trajlab-incomplete"
 LOCK = ".trajlab-lock"
-_TEMP = re.compile(r"\..+\.tmp")
 
 
 @contextlib.contextmanager
@@ -228,7 +227,7 @@ def write_lock(out: Path) -> Iterator[None]:
 
 def begin_write(out: Path) -> None:
     """Mark ``out`` as being rewritten (before the first table is replaced)."""
-    from trajlab.tables import atomic_write_json
+    from trajlab.atomic import atomic_write_json
 
     atomic_write_json(Path(out) / INCOMPLETE, {"pid": os.getpid(), "note": "a trajlab scan is rewriting the "
                                                                           "tables; if no scan runs, it was killed"})
@@ -253,7 +252,7 @@ def remove_stale_temps(out: Path, subdirs: Iterable[Path] = ()) -> int:
     n = 0
     for d in (Path(out), *subdirs):
         try:
-            names = [x for x in os.scandir(d) if x.is_file(follow_symlinks=False) and _TEMP.fullmatch(x.name)]
+            names = [x for x in os.scandir(d) if x.is_file(follow_symlinks=False) and TEMP_NAME.fullmatch(x.name)]
         except OSError:
             continue
         for x in names:

@@ -502,26 +502,10 @@ def preview(out: Path | str, query: str, limit: int = 50, *,
         con.close()
 
 
-def default_file_mode() -> int:
-    """0666 less the process umask: the mode ``open()`` would give a new file."""
-    import os
-
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def _table_docs() -> dict[str, str]:
-    """One-line descriptions of every registered table (rescore and pool specs register on import)."""
-    import importlib
+    """One-line descriptions of every table trajlab writes (:mod:`trajlab.table_registry`)."""
+    from trajlab.table_registry import ALL_TABLES
 
-    from trajlab.tables import ALL_TABLES
-
-    for mod in ("trajlab.rescore.outputs", "trajlab.curate.writers"):
-        try:
-            importlib.import_module(mod)
-        except ImportError:  # pragma: no cover - a partial install without that stage
-            pass
     return {name: spec.doc for name, spec in ALL_TABLES.items()}
 
 
@@ -604,13 +588,13 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
     """
     import csv
     import io
-    import os
     import sys
-    import tempfile
 
     import duckdb
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from trajlab.atomic import commit_temp, temp_beside
 
     if fmt not in EXPORT_FORMATS:
         raise TrajlabError(f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
@@ -621,8 +605,7 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
         from trajlab.outpaths import check_out_file
 
         dest = check_out_file(dest, inputs=[p for src in discover(out).values() for _, p in src.files])
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-        os.close(fd)
+        tmp = str(temp_beside(dest))
     n = 0
     lim = limits or DEFAULT_LIMITS
     con = connect(out, limits=lim)
@@ -674,8 +657,7 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
                     fh.flush()
                     fh.detach()
         if tmp:
-            os.chmod(tmp, default_file_mode())  # mkstemp makes 0600; a result file is an ordinary file
-            os.replace(tmp, dest)  # type: ignore[arg-type]
+            commit_temp(tmp, dest)  # type: ignore[arg-type]
             tmp = None
     except (duckdb.Error, pa.ArrowException) as e:
         raise dl.error(e) from None

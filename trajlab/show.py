@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trajlab.duckrows import query_rows as _rows
+from trajlab.duckrows import view_names
 from trajlab.errors import TrajlabError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,12 +38,6 @@ class Loaded:
     calls: list[dict[str, Any]]
     findings: list[dict[str, Any]]
     position: tuple[int, int] | None  # (index within its step, trajectories at that step)
-
-
-def _rows(con: duckdb.DuckDBPyConnection, query: str, params: list[Any]) -> list[dict[str, Any]]:
-    cur = con.execute(query, params)
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def _has(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -312,7 +308,7 @@ def token_renderables(out: Path | str, data: Loaded, *,
     tid = data.trajectory["trajectory_id"]
     con = connect(out)
     try:
-        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        views = view_names(con)
         if "rescore_tokens" not in views:
             raise TrajlabError(f"{out}: no rescore results (rescore/<checkpoint>/tokens.parquet)",
                                hint="run `trajlab rescore OUT --ckpt CHECKPOINT` first")

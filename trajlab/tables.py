@@ -1,16 +1,15 @@
-"""Table schemas (versioned) and atomic, deterministic Parquet writes.
+"""Table specs and deterministic Parquet writes: the :class:`TableSpec` type, the scan's six tables, and
+:func:`write_table`, which writes any spec'd table.
 
-Every table trajlab writes is declared here as a :class:`TableSpec`: name, Arrow schema, sort key and a
-one-line description per column. ``trajlab schema`` prints these specs and the README documents them.
-Writes go to a temporary file in the same directory and are renamed into place, so a crash never leaves a
-half-written table. Rows are sorted by the table's key before writing so the same input gives the same bytes.
+A :class:`TableSpec` is a table's name, Arrow schema, sort key and a one-line description per column. The
+scan's specs live here; ``rescore`` and the SFT pool declare theirs in :mod:`trajlab.rescore.specs` and
+:mod:`trajlab.curate.specs`; :mod:`trajlab.table_registry` lists every one (``trajlab schema`` prints it, the
+README documents it). Writes are atomic (:mod:`trajlab.atomic`), and rows are sorted by the table's key before
+writing so the same input gives the same bytes.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
+
+from trajlab.atomic import atomic_path
 
 #: Bumped whenever a column is added, removed, renamed or changes type.
 #: 1.1: calls.verl_executes, calls.verl_function_name, calls.verl_arguments (verl's reading of each call).
@@ -64,6 +65,7 @@ I64 = pa.int64()
 I32 = pa.int32()
 F64 = pa.float64()
 BOOL = pa.bool_()
+F32 = pa.float32()
 
 TRAJECTORIES = TableSpec(
     "trajectories",
@@ -191,15 +193,6 @@ SCAN_TABLES: dict[str, TableSpec] = {
     t.name: t for t in (TRAJECTORIES, TURNS, CALLS, FINDINGS, STEPS, INGEST_ERRORS)
 }
 
-#: Registry of every table trajlab writes anywhere (scan, rescore, sft pool); other modules add theirs.
-ALL_TABLES: dict[str, TableSpec] = dict(SCAN_TABLES)
-
-
-def register(spec: TableSpec) -> TableSpec:
-    """Add a table spec to :data:`ALL_TABLES` (used by ``trajlab schema`` and the README test)."""
-    ALL_TABLES[spec.name] = spec
-    return spec
-
 
 def empty_table(spec: TableSpec) -> pa.Table:
     return spec.schema.empty_table()
@@ -221,40 +214,6 @@ def sort_table(spec: TableSpec, table: pa.Table) -> pa.Table:
     return table.take(idx)
 
 
-def _umask_mode() -> int:
-    um = os.umask(0)
-    os.umask(um)
-    return 0o666 & ~um
-
-
-def make_readable(tmp: str | Path) -> None:
-    """Give a ``mkstemp`` file (created 0600) the mode a normal file would get under the current umask."""
-    os.chmod(tmp, _umask_mode())
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    """Write ``data`` to a temp file beside ``path``, then rename it into place. ``fsync=False`` for caches
-    (scan's part files), where a file lost in a power cut is only recomputed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if fsync:
-                os.fsync(f.fileno())
-        make_readable(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_json(path: Path, obj: Any, *, fsync: bool = True) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode(),
-                       fsync=fsync)
-
-
 def write_table(spec: TableSpec, table: pa.Table | Sequence[dict[str, Any]], path: Path, *, sort: bool = True) -> Path:
     """Write ``table`` as zstd Parquet at ``path`` atomically (temp file in the same dir, then rename).
 
@@ -264,10 +223,7 @@ def write_table(spec: TableSpec, table: pa.Table | Sequence[dict[str, Any]], pat
     if sort:
         table = sort_table(spec, table)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(
             table,
             tmp,
@@ -276,66 +232,15 @@ def write_table(spec: TableSpec, table: pa.Table | Sequence[dict[str, Any]], pat
             use_dictionary=True,
             row_group_size=64 * 1024,
         )
-        make_readable(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 
-def write_parts(spec: TableSpec, parts: Iterable[Path], path: Path) -> Path:
-    """Concatenate part files of one table into ``path`` (sorted, atomic); used to merge per-file results."""
-    tables = [pq.read_table(p) for p in parts]
-    table = pa.concat_tables(tables) if tables else empty_table(spec)
-    return write_table(spec, table, path)
+def read_parts(spec: TableSpec, parts: Iterable[Path]) -> pa.Table:
+    """The part files of one table, each cast to the spec's schema, concatenated in the order given (an empty
+    table with the spec's schema when there are none); :func:`write_table` then sorts and writes the merge."""
+    tables = [to_table(spec, pq.read_table(p)) for p in parts]
+    return pa.concat_tables(tables) if tables else empty_table(spec)
 
 
 def table_path(out: Path | str, name: str) -> Path:
     return Path(out) / f"{name}.parquet"
-
-
-def describe_tables(specs: Iterable[TableSpec] | None = None) -> list[dict[str, Any]]:
-    """The documented schema as plain data (what ``trajlab schema --json`` prints)."""
-    specs = list(specs) if specs is not None else list(ALL_TABLES.values())
-    return [
-        {
-            "table": s.name,
-            "doc": s.doc,
-            "schema_version": SCHEMA_VERSION,
-            "columns": [
-                {"name": c.name, "type": str(c.type), "nullable": c.nullable, "doc": c.doc} for c in s.columns
-            ],
-        }
-        for s in specs
-    ]
-
-
-#: Modules that register the table specs of the other commands (imported on demand by ``trajlab schema``).
-SPEC_MODULES = ("trajlab.rescore.outputs", "trajlab.curate.writers")
-
-
-def load_all_specs() -> dict[str, TableSpec]:
-    """Every table spec: the scan's plus those registered by the rescore and SFT-pool modules."""
-    import importlib
-
-    for mod in SPEC_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if not (e.name and mod.startswith(e.name)):
-                raise
-    return dict(ALL_TABLES)
-
-
-def tables_markdown(specs: Iterable[TableSpec] | None = None) -> str:
-    """The table reference as Markdown (the README's "Tables" section is this text; a test keeps them in sync)."""
-    out: list[str] = []
-    for d in describe_tables(specs):
-        out.append(f"#### `{d['table']}`\n\n{d['doc']}\n")
-        out.append("| column | type | null | meaning |\n|---|---|---|---|")
-        for c in d["columns"]:
-            doc = c["doc"].replace("|", "\\|")
-            out.append(f"| `{c['name']}` | `{c['type']}` | {'yes' if c['nullable'] else 'no'} | {doc} |")
-        out.append("")
-    return "\n".join(out)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trajlab.atomic import atomic_path
 from trajlab.errors import InputError
 from trajlab.ingest import FileTask, InputFile, detect_format, find_inputs, plan_tasks, split_from_path
 from trajlab.ingest.fields import step_from_name
@@ -163,11 +164,9 @@ def write_arrow(table: Any, path: Path) -> None:
     """Write ``table`` as an Arrow IPC file (lz4), atomically: a temp file, then a rename."""
     import pyarrow as pa
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
+    with atomic_path(path) as tmp, pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
             sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
         w.write_table(table)
-    os.replace(tmp, path)
 
 
 def _reid(wdir: Path, chunks: int, rel: str, digest: str) -> None:

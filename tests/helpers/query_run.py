@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from trajlab.atomic import atomic_write_json
 from trajlab.tables import (
     CALLS,
     FINDINGS,
@@ -25,7 +26,6 @@ from trajlab.tables import (
     STEPS,
     TRAJECTORIES,
     TURNS,
-    atomic_write_json,
     write_table,
 )
 from trajlab.trends import early_warning, steps_table
@@ -199,14 +199,8 @@ def build_rescore(out: Path, labels: tuple[str, ...] = ("step_60", "step_100", "
 
     from tokenizers import Tokenizer
 
-    from trajlab.rescore.outputs import (
-        CONTROL_STATS,
-        MALFORMATIONS,
-        SPIKES,
-        TOKENS,
-        TRAJECTORY_SCORES,
-        write_compare,
-    )
+    from trajlab.rescore.outputs import write_compare
+    from trajlab.rescore.specs import CONTROL_STATS, MALFORMATIONS, SPIKES, TOKENS, TRAJECTORY_SCORES
     from trajlab.rescore.tokenizers import qwen3_tokenizer_dir
 
     tok = Tokenizer.from_file(str(qwen3_tokenizer_dir() / "tokenizer.json"))

@@ -24,9 +24,9 @@ def register(app: typer.Typer) -> None:
 
         from trajlab.console import console
         from trajlab.errors import TrajlabError
-        from trajlab.tables import describe_tables, load_all_specs, tables_markdown
+        from trajlab.table_registry import all_specs, describe_tables, tables_markdown
 
-        specs = load_all_specs()
+        specs = all_specs()
         if table is not None:
             if table not in specs:
                 raise TrajlabError(f"unknown table {table!r}; tables: {', '.join(specs)}")

@@ -15,7 +15,7 @@ from trajlab.curate.error_demos import build_error_demos
 from trajlab.curate.hints import build_hints, load_hint_rules
 from trajlab.curate.lengths import TokenCounter, load_tokenizer
 from trajlab.curate.mix import achieved_ratio, mix, split_prompts
-from trajlab.curate.ood import OOD_SPEC, OodSource, build_ood_rows
+from trajlab.curate.ood import OodSource, build_ood_rows
 from trajlab.curate.options import (
     DEFAULT_OOD_PROMPTS,
     DEFAULT_PER_GROUP,
@@ -27,6 +27,7 @@ from trajlab.curate.options import (
 from trajlab.curate.samples import KINDS, Sample
 from trajlab.curate.scan_tables import ScanTables, open_scan, parse_tools, restrict_runs
 from trajlab.curate.select_positive import score_flags, select_positives
+from trajlab.curate.specs import OOD_SPEC
 from trajlab.curate.summary import PoolSummary
 from trajlab.curate.writers import write_samples
 from trajlab.errors import TrajlabError

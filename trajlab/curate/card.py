@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from trajlab import __version__
+from trajlab.atomic import atomic_write_bytes, atomic_write_json
 from trajlab.curate.options import DEFAULT_OOD_PROMPTS, DEFAULT_PER_GROUP, DEFAULT_VAL_FRACTION, PoolOptions
 from trajlab.curate.samples import KINDS
-from trajlab.tables import SCHEMA_VERSION, atomic_write_bytes, atomic_write_json
+from trajlab.tables import SCHEMA_VERSION
 
 KIND_TITLES = {"positive": "positive", "error_demo": "error demonstration", "hint": "hint"}
 

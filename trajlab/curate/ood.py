@@ -25,40 +25,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
 from trajlab.curate.conversation import Message, split_prompt
 from trajlab.curate.hints import HintRules, fill
 from trajlab.curate.samples import seeded_unit
-from trajlab.curate.writers import MESSAGE
-from trajlab.tables import I64, STR, C, TableSpec, register
 
 VARIANTS = ("renamed", "reformatted", "renamed+reformatted")
 _TOOLS_OPEN = re.compile(r"(?:^|\n)(<tools>)\n")
-
-OOD_SPEC = register(
-    TableSpec(
-        "sft_ood_eval",
-        "Format-OOD evaluation prompts (held-back prompts, renamed tools and/or the other call format).",
-        (
-            C("sample_id", STR, "stable id (hash of prompt and variant)", False),
-            C("variant", STR, "renamed | reformatted | renamed+reformatted", False),
-            C("prompt", pa.list_(MESSAGE), "system (with the re-rendered tool block) and user messages", False),
-            C("reference", STR, "first assistant turn of a clean trajectory, calls re-rendered; null if none"),
-            C("tool_format", STR, "call format the prompt now asks for", False),
-            C("source_tool_format", STR, "call format of the original prompt", False),
-            C("tools", STR, "JSON list of the (renamed) OpenAI tool schemas", False),
-            C("rename_map", STR, "JSON object old name -> new name ({} for `reformatted`)", False),
-            C("expected_tools", pa.list_(STR), "tool names a correct answer may call", False),
-            C("trajectory_id", STR, "source trajectory of the prompt (and of the reference)", False),
-            C("group_id", STR, "", False),
-            C("prompt_key", STR, "hash of the original prompt (a validation prompt of the pool)", False),
-            C("step", I64, "step of the source trajectory"),
-        ),
-        ("prompt_key", "variant"),
-    )
-)
-
 
 @dataclass
 class OodSource:

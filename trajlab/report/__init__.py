@@ -33,12 +33,11 @@ def report(out: Path | str, output_html: Path | str, *, title: str | None = None
         trajlab.report("out", "report.html")
     """
     from trajlab import __version__
+    from trajlab.atomic import atomic_write_bytes, default_file_mode
     from trajlab.outpaths import check_out_file
-    from trajlab.query import default_file_mode
     from trajlab.report import charts
     from trajlab.report.data import collect
     from trajlab.report.html import page
-    from trajlab.tables import atomic_write_bytes
 
     if max_categories < 1 or top_names < 0 or examples_per_category < 0 or (window is not None and window < 1):
         raise TrajlabError("--max-categories and --window must be >= 1; --top-names and --examples must be >= 0")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trajlab.duckrows import query_rows, view_names
 from trajlab.errors import TableError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -114,16 +115,6 @@ def rolling_ratio(num: list[float | None], den: list[float | None], window: int)
     return out
 
 
-def _rows(con: duckdb.DuckDBPyConnection, query: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-    cur = con.execute(query, params or [])
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-
-
-def _views(con: duckdb.DuckDBPyConnection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
-
-
 def _early_warning(out: Path, manifest: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     summary = manifest.get("summary") or {}
     if "early_warning" in summary:
@@ -184,13 +175,13 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
     out = Path(out)
     con = connect(out)
     try:
-        views = _views(con)
+        views = view_names(con)
         for need in ("trajectories", "steps"):
             if need not in views:
                 raise TableError(f"{out}: no {need}.parquet; the report needs a complete `trajlab scan` output")
         manifest_path = out / "manifest.json"
         manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
-        all_steps = _rows(con, "SELECT * EXCLUDE (category_counts) FROM steps ORDER BY split, step NULLS FIRST")
+        all_steps = query_rows(con, "SELECT * EXCLUDE (category_counts) FROM steps ORDER BY split, step NULLS FIRST")
         run, runs, run_steps, run_cats = _runs(out, all_steps, run)
         several = len(runs) > 1
         if several:  # the per-step sections show one run
@@ -202,7 +193,7 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
         if ew and ew.get("split") not in (None, split):
             ew = None
         run_filter, run_params = ("WHERE run = ?", [run]) if several else ("", [])
-        ov = _rows(con, """
+        ov = query_rows(con, """
             SELECT count(*) AS trajectories, coalesce(sum(n_calls), 0) AS calls,
                    coalesce(sum(n_malformed_calls), 0) AS malformed_calls,
                    count(*) FILTER (WHERE n_malformed_calls > 0) AS trajectories_with_malformed,
@@ -221,13 +212,13 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
         categories: dict[str, list[int]] = {}
         other: list[str] = []
         if "malformed_by_step" in views:
-            cats_total = [(r["category"], int(r["n"])) for r in _rows(con, """
+            cats_total = [(r["category"], int(r["n"])) for r in query_rows(con, """
                 SELECT category, sum(flagged_calls) AS n FROM malformed_by_step WHERE split = ?
                 """ + run_filter.replace("WHERE", "AND") + """
                 GROUP BY category HAVING sum(flagged_calls) > 0 ORDER BY n DESC, category""", [split, *run_params])]
             shown = [c for c, _ in cats_total[:max_categories]]
             other = [c for c, _ in cats_total[max_categories:]]
-            per = _rows(con, """
+            per = query_rows(con, """
                 SELECT step, category, flagged_calls, calls FROM malformed_by_step
                 WHERE split = ? AND step IS NOT NULL """ + run_filter.replace("WHERE", "AND") + """
                 ORDER BY step""", [split, *run_params])
@@ -244,7 +235,7 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
                 key = r["category"] if r["category"] in categories else okey
                 if key is not None:
                     categories[key][i] += int(r["flagged_calls"])
-        garbled = (_rows(con, "SELECT * FROM garbled_names LIMIT ?", [top_names])
+        garbled = (query_rows(con, "SELECT * FROM garbled_names LIMIT ?", [top_names])
                    if "garbled_names" in views else [])
         examples = _examples(con, views, examples_per_category) if "finding_spans" in views else []
         rescore = _rescore(con, views)
@@ -270,7 +261,7 @@ def _main_split(steps: list[dict[str, Any]]) -> str:
 
 def _examples(con: duckdb.DuckDBPyConnection, views: set[str], per_category: int) -> list[Example]:
     """Per category: the clearest example (a repaired call first, then the shortest text, earliest step)."""
-    rows = _rows(con, """
+    rows = query_rows(con, """
         WITH ranked AS (
             SELECT fs.*, count(*) OVER (PARTITION BY category) AS n,
                    row_number() OVER (

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from trajlab.duckrows import query_rows
+
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
 
@@ -19,12 +21,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SPIKE_UNITS = "eligible positions"
 MOVED_UNITS = "mean probability, 0-1"
-
-
-def _rows(con: duckdb.DuckDBPyConnection, query: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-    cur = con.execute(query, params or [])
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def _natural(label: str) -> tuple[Any, ...]:
@@ -35,7 +31,7 @@ def checkpoint_order(con: duckdb.DuckDBPyConnection, views: set[str], labels: li
     """``(label, step)`` in run order."""
     known: dict[str, tuple[int, int | None]] = {}
     if "rescore_compare" in views:
-        for r in _rows(con, "SELECT checkpoint, min(checkpoint_index) AS i, max(step) AS step FROM rescore_compare "
+        for r in query_rows(con, "SELECT checkpoint, min(checkpoint_index) AS i, max(step) AS step FROM rescore_compare "
                             "GROUP BY checkpoint"):
             known[r["checkpoint"]] = (r["i"], r["step"])
     big = 1 << 30
@@ -49,7 +45,7 @@ def rescore_data(con: duckdb.DuckDBPyConnection, views: set[str], *, top_tokens:
 
     if "rescore_trajectory_scores" not in views:
         return None
-    per = {r["checkpoint"]: r for r in _rows(con, """
+    per = {r["checkpoint"]: r for r in query_rows(con, """
         SELECT checkpoint, count(*) AS trajectories, sum(n_scored) AS scored_tokens,
                sum(n_intrusions) AS intrusions, sum(n_intrusion_positions) AS intrusion_positions,
                sum(n_dropouts) AS dropouts, sum(n_dropout_positions) AS dropout_positions,
@@ -60,7 +56,7 @@ def rescore_data(con: duckdb.DuckDBPyConnection, views: set[str], *, top_tokens:
         return None
     mal: dict[str, dict[str, Any]] = {}
     if "rescore_malformations" in views:
-        mal = {r["checkpoint"]: r for r in _rows(con, """
+        mal = {r["checkpoint"]: r for r in query_rows(con, """
             SELECT checkpoint,
                    count(*) FILTER (WHERE malformed_prob IS NOT NULL AND repaired_prob IS NOT NULL) AS scored,
                    count(*) FILTER (WHERE malformed_prob > repaired_prob) AS preferred
@@ -92,7 +88,7 @@ def rescore_data(con: duckdb.DuckDBPyConnection, views: set[str], *, top_tokens:
         data.note = "One checkpoint only: rescore two or more to see which control tokens move."
     elif "rescore_compare" in views:
         first, last = order[0][0], order[-1][0]
-        data.moved = _rows(con, """
+        data.moved = query_rows(con, """
             WITH a AS (SELECT control_token, mean_prob FROM rescore_compare WHERE region = 'all' AND checkpoint = ?),
                  b AS (SELECT control_token, mean_prob FROM rescore_compare WHERE region = 'all' AND checkpoint = ?)
             SELECT a.control_token AS token, a.mean_prob AS first, b.mean_prob AS last, b.mean_prob - a.mean_prob AS delta
@@ -110,7 +106,7 @@ def drift_data(con: duckdb.DuckDBPyConnection, views: set[str],
 
     if "rescore_calibration" not in views or "rescore_paired" not in views:
         return None
-    cal = {r["checkpoint"]: r for r in _rows(con, """
+    cal = {r["checkpoint"]: r for r in query_rows(con, """
         SELECT checkpoint, any_value(reference) AS reference, any_value(quantile) AS quantile,
                sum(spikes) / nullif(sum(units), 0) AS rate
         FROM rescore_calibration GROUP BY checkpoint""")}
@@ -118,7 +114,7 @@ def drift_data(con: duckdb.DuckDBPyConnection, views: set[str],
         return None
     ref = next(iter(cal.values()))["reference"]
     q = float(next(iter(cal.values()))["quantile"])
-    pd = {r["checkpoint"]: r for r in _rows(con, """
+    pd = {r["checkpoint"]: r for r in query_rows(con, """
         SELECT checkpoint, median, median_lo, median_hi, n FROM rescore_paired
         WHERE scope = 'malformation' AND name = 'all' AND measure = 'log odds'""")}
     cps = []
@@ -133,13 +129,13 @@ def drift_data(con: duckdb.DuckDBPyConnection, views: set[str],
                     "paired_hi": 0.0 if is_ref else p.get("median_hi"), "paired_points": p.get("n")})  # fmt: skip
     dist: dict[str, list[dict[str, Any]]] = {}
     if "rescore_distribution" in views:
-        for r in _rows(con, """SELECT checkpoint, step, kind, bin, log10_lo, log10_hi, share, is_reference
+        for r in query_rows(con, """SELECT checkpoint, step, kind, bin, log10_lo, log10_hi, share, is_reference
                                FROM rescore_distribution ORDER BY kind, checkpoint_index, bin"""):
             dist.setdefault(r["kind"], []).append(r)
     log_odds: dict[str, list[float | None]] = {}
     if "rescore_malformations" in views:
         idx = {c["checkpoint"]: i for i, c in enumerate(cps)}
-        for r in _rows(con, """
+        for r in query_rows(con, """
                 SELECT checkpoint, category, median(log_odds) AS lo FROM
                     (SELECT checkpoint, unnest(categories) AS category, log_odds FROM rescore_malformations
                      WHERE log_odds IS NOT NULL)
@@ -149,7 +145,7 @@ def drift_data(con: duckdb.DuckDBPyConnection, views: set[str],
     disc: list[dict[str, Any]] = []
     if "rescore_discovered" in views and len(cps) > 1:
         last = cps[-1]["checkpoint"]
-        disc = _rows(con, """
+        disc = query_rows(con, """
             SELECT checkpoint, "group", rank, token, token_id, is_control, reference_prob, prob, gained, ratio, score
             FROM rescore_discovered WHERE checkpoint = ? ORDER BY is_control, score DESC, token_id LIMIT 12""", [last])
     return DriftData(ref, q, cps, dist, log_odds, disc)

@@ -504,6 +504,7 @@ def _run_checkpoint(
 ) -> CheckpointSummary:
     import torch
 
+    from trajlab.atomic import atomic_write_json
     from trajlab.rescore import distributed as dist_mod
     from trajlab.rescore import outputs
     from trajlab.rescore.checkpoints import (
@@ -523,7 +524,6 @@ def _run_checkpoint(
     )
     from trajlab.rescore.stream import ChatSpecials, build_streams
     from trajlab.rescore.tokenizers import FIT_MARGIN, tokenizer_fit_gap
-    from trajlab.tables import atomic_write_json
 
     t0 = time.perf_counter()
     dev = resolve_device(device)

@@ -234,7 +234,7 @@ def compare_to_reference(
     whose regions define content and structural positions (default: the rule file's). ``decoders[label](id)``
     names discovered tokens (default: the id).
     """
-    from trajlab.rescore import outputs
+    from trajlab.rescore import outputs, specs
     from trajlab.rescore.control_tokens import load_control_rules, thresholds_from_rules
     from trajlab.tables import write_table
 
@@ -298,10 +298,10 @@ def compare_to_reference(
         dist_rows += _distribution(c, th, {**base, "is_reference": lab == ref_label})
         heads[lab] = head
 
-    write_table(outputs.CALIBRATION, cal_rows, out / "rescore" / "calibration.parquet")
-    write_table(outputs.PAIRED, paired_rows, out / "rescore" / "paired.parquet")
-    write_table(outputs.DISCOVERED, disc_rows, out / "rescore" / "discovered.parquet")
-    write_table(outputs.DISTRIBUTION, dist_rows, out / "rescore" / "distribution.parquet")
+    write_table(specs.CALIBRATION, cal_rows, out / "rescore" / "calibration.parquet")
+    write_table(specs.PAIRED, paired_rows, out / "rescore" / "paired.parquet")
+    write_table(specs.DISCOVERED, disc_rows, out / "rescore" / "discovered.parquet")
+    write_table(specs.DISTRIBUTION, dist_rows, out / "rescore" / "distribution.parquet")
     moves = [r for r in paired_rows if r["scope"] in ("intrusion", "dropout") and r["n"] >= 5]
     moves.sort(key=lambda r: (-abs(r["median"]), r["checkpoint_index"], r["name"]))
     mal = [r for r in paired_rows if r["scope"] == "malformation" and r["measure"] == "log odds"]

@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from trajlab.atomic import atomic_write_json
 from trajlab.errors import InputError
 from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks
 from trajlab.model import IngestError
@@ -31,7 +32,7 @@ from trajlab.scan.parts import PARTS_DIR, merge_parts, unit_name
 from trajlab.scan.plan import IN_PROCESS_BYTES, UNIT_BYTES, FileEntry, chunk_bytes_or_default, file_key, units
 from trajlab.scan.summary import ScanSummary, manifest, summarise
 from trajlab.scan.worker import process_unit, worker_init, worker_threads
-from trajlab.tables import STEPS, atomic_write_json, table_path, write_table
+from trajlab.tables import STEPS, table_path, write_table
 from trajlab.trends import steps_table
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -24,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from trajlab.atomic import atomic_path, atomic_write_bytes, commit_temp, temp_beside
 from trajlab.ingest import FileTask
 from trajlab.model import IngestError
 from trajlab.scan.plan import FileEntry
@@ -34,8 +34,6 @@ from trajlab.tables import (
     TRAJECTORIES,
     TURNS,
     TableSpec,
-    atomic_write_bytes,
-    make_readable,
     sort_table,
     table_path,
     to_table,
@@ -93,7 +91,7 @@ def write_unit_parts(unit_dir: Path, ranges: list[RangeParts]) -> list[dict[str,
         if not any(r.tables[spec.name].num_rows for r in ranges):
             continue
         path = part_path(unit_dir, spec.name)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # never shared with a racer
+        tmp = temp_beside(path)  # a unique name: never shared with a racer
         n = 0
         with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
                 sink, spec.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
@@ -104,7 +102,7 @@ def write_unit_parts(unit_dir: Path, ranges: list[RangeParts]) -> list[dict[str,
                 if batches:
                     spans[k][spec.name] = [n, n + len(batches)]
                     n += len(batches)
-        os.replace(tmp, path)
+        commit_temp(tmp, path)
     out = []
     for r, span in zip(ranges, spans, strict=True):
         traj = r.tables["trajectories"]
@@ -204,12 +202,8 @@ def merge_parts(keep: list[FileEntry], parts_root: Path, out: Path, errors: list
 def merge_table(spec: TableSpec, keep: list[FileEntry], parts_root: Path, out: Path,
                 errors: list[IngestError], advance: Callable[[], None] = lambda: None) -> None:
     """Write ``out/<spec.name>.parquet`` from the parts of ``keep`` (atomically: temp file, then rename)."""
-    import tempfile
-
     final = table_path(out, spec.name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=out)
-    os.close(fd)
-    try:
+    with atomic_path(final) as tmp:
         with pq.ParquetWriter(tmp, spec.schema, compression="zstd", write_statistics=True) as w:
             rg = RowGroupWriter(w, ROW_GROUP_ROWS.get(spec.name, DEFAULT_ROW_GROUP_ROWS))
             if spec is INGEST_ERRORS and errors:
@@ -225,8 +219,3 @@ def merge_table(spec: TableSpec, keep: list[FileEntry], parts_root: Path, out: P
             finally:
                 readers.close()
             rg.close()
-        make_readable(tmp)
-        os.replace(tmp, final)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

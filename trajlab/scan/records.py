@@ -20,19 +20,8 @@ from trajlab.scan.options import ScanOptions
 from trajlab.scan.parts import PART_TABLES
 from trajlab.tables import TableSpec
 
-#: column order of the row tuples each table collects (rows are transposed into columns once per task)
-ROW_COLUMNS: dict[str, tuple[str, ...]] = {
-    "trajectories": ("trajectory_id", "source_path", "source_line", "source_format", "run", "split", "step", "group_id",
-                     "score", "tool_format", "n_turns", "n_calls", "n_malformed_calls", "has_final_answer",
-                     "truncated", "schema_checked", "input", "output", "tools", "extra"),
-    "turns": ("trajectory_id", "turn_index", "role", "text", "char_start", "char_end"),
-    "calls": ("call_id", "trajectory_id", "turn_index", "call_index", "step", "split", "format", "raw", "char_start",
-              "char_end", "function_name", "matched_tool", "arguments", "status", "categories", "repaired",
-              "repaired_arguments", "repair_note", "verl_executes", "verl_function_name", "verl_arguments"),
-    "findings": ("trajectory_id", "turn_index", "call_id", "step", "split", "category", "severity", "char_start",
-                 "char_end", "message", "rule_id"),
-    "ingest_errors": ("source_path", "line", "reason"),
-}
+#: column order of the row tuples each table collects: its spec's (rows are transposed into columns once per task)
+ROW_COLUMNS: dict[str, tuple[str, ...]] = {s.name: tuple(s.column_names) for s in PART_TABLES}
 Rows = dict[str, list[tuple[Any, ...]]]
 
 
