@@ -146,7 +146,7 @@ def verl_type(prop: Any) -> str:
 _KIND_OF: dict[str, str] = {}
 
 
-def _kind(ptype: str) -> str:
+def conversion_kind(ptype: str) -> str:
     """The conversion branch of a stripped, lower-case type string (as :func:`verl_type` returns it)."""
     if ptype in _STRING_TYPES:
         return "string"
@@ -167,7 +167,7 @@ def _type_kind(t: str) -> str:
     """:func:`_kind` of a schema's ``type`` string as written (stripped and lower-cased here), cached."""
     k = _KIND_OF.get(t)
     if k is None:
-        k = _kind(t.strip().lower())
+        k = conversion_kind(t.strip().lower())
         if len(_KIND_OF) < 4096:
             _KIND_OF[t] = k
     return k
@@ -277,7 +277,7 @@ def verl_convert(raw: str, name: str, properties: dict[str, Any]) -> Any:
     if not isinstance(prop, dict) or "type" not in prop:
         return raw  # verl_type: "string"
     t = prop["type"]
-    kind = (_KIND_OF.get(t) or _type_kind(t)) if isinstance(t, str) else _kind(str(t).strip().lower())
+    kind = (_KIND_OF.get(t) or _type_kind(t)) if isinstance(t, str) else conversion_kind(str(t).strip().lower())
     if kind == "array" or kind == "other":
         return _literal(raw)
     if kind == "string":

@@ -30,7 +30,7 @@ import polars as pl
 
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex, verl_type
-from trajlab.toolcalls.schema import _kind as verl_kind  # the conversion branch verl takes for a type
+from trajlab.toolcalls.schema import conversion_kind as verl_kind
 
 _NAME = r"[A-Za-z0-9_.\-]{1,64}"
 _WS = r"[ \t\r\n]*"
@@ -81,7 +81,7 @@ def available(rs: RuleSet, rules_dirs: tuple[str, ...]) -> bool:
     return not rules_dirs and not rs.regex_rules and not rs.foreign_untriggered
 
 
-#: verl's conversion branch (``schema._kind``) -> the recogniser's value kind (None: not covered)
+#: verl's conversion branch (``schema.conversion_kind``) -> the recogniser's value kind (None: not covered)
 _XML_KINDS = {"string": "string", "int": "int", "num": "numint", "bool": "bool", "array": "array"}
 
 
