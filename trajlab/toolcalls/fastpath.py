@@ -8,7 +8,7 @@ Almost every call of a healthy run is written exactly as the chat template rende
 For such a turn the full pipeline of :mod:`.analyze` (scanner state machine, drafts, issues, checks, repairs)
 ends with calls that have no finding at all. :func:`fast_calls` recognises the turn with regexes that read tags
 exactly as the format's lexer does (hermes: the lexer's own ``FRAME_RE``; qwen3_coder:
-:func:`.format_qwen3_coder.read_call`, whose grammar is ``TAG_RE``'s, checked against it by the tests), checks
+:func:`.qwen3_coder.simple.read_call`, whose grammar is ``TAG_RE``'s, checked against it by the tests), checks
 the calls with the same schema functions (:func:`~.schema.verl_convert`, :func:`~.schema.check_xml_value`,
 :func:`~.schema.check_json_value`) and builds the same :class:`~trajlab.model.ParsedCall` records (and the
 same spans) directly.
@@ -22,7 +22,7 @@ and nothing but whitespace follows the last call. Anything else returns ``None``
 Two cheap necessary conditions (the last ``<tool_call>`` is closed, the turn ends with ``</tool_call>``) are
 checked first, so most malformed turns are turned away before any call is parsed.
 
-:func:`read_turn` is what :func:`.analyze._analyze` asks: with ``trailing_text=True`` text *without call
+:func:`read_turn` is what :func:`.analyze.analyze_turn` asks: with ``trailing_text=True`` text *without call
 markup* may follow the last call (the caller reports it: ``text_after_call`` is the only finding such a turn
 can have), and a qwen3_coder turn whose calls are all *simple* (canonical in form, or with misspelt or missing
 closing tags) but not all canonical and well-formed comes back as the drafts the format's scanner would make,
@@ -73,7 +73,7 @@ def fast_calls(text: str, fmt: str, index: ToolIndex | None, segments: list[Segm
                with_spans: bool, trailing_text: bool = False) -> tuple[list[ParsedCall], list[RawSpan]] | None:
     """The calls (all ``ok``, no finding) and the calls' spans of a canonical turn; ``None``: run the full pipeline.
 
-    ``segments`` are the turn's ``(start, end, in_think)`` pieces (as :func:`.analyze._segments` cuts them);
+    ``segments`` are the turn's ``(start, end, in_think)`` pieces (as :func:`.think.turn_segments` cuts them);
     spans are ``(start, end, kind, call_index)`` for the calls only (text and think spans are the caller's).
     ``trailing_text=True`` also answers when more than whitespace follows the last call (text without call
     markup: the gap after a call is read like the gaps between calls); the caller then reports that text.
@@ -110,7 +110,7 @@ def single_call(text: str, fmt: str, index: ToolIndex | None, rs: RuleSet) -> tu
 def read_turn(text: str, fmt: str, index: ToolIndex | None, segments: list[Segment], rs: RuleSet,
               with_spans: bool, trailing_text: bool = False) -> FastTurn | None:
     """:func:`fast_calls`, and for a qwen3_coder turn whose calls are all *simple*
-    (:func:`.format_qwen3_coder.read_call`: canonical, or with misspelt or missing closing tags) but not all
+    (:func:`.qwen3_coder.simple.read_call`: canonical, or with misspelt or missing closing tags) but not all
     canonical and well-formed (also: an undeclared or garbled name, a parameter that is undeclared, repeated,
     missing or of the wrong type), the drafts the format's scanner makes of them, so that the caller can go
     straight to the turn-level facts and the schema checks. ``None``: run the full pipeline.
