@@ -34,7 +34,6 @@ _TOOL_RESPONSE_OPEN = re.compile(r"<tool_response>\n?(.*)$", re.DOTALL)
 _ASSISTANT_HEADER = re.compile(r"(?:^|\n)(?:<\|im_start\|>)?assistant\n")
 
 EMPTY_THINK = "<think>\n\n</think>\n\n"
-OPEN_THINK = "<think>\n"
 
 
 @dataclass(slots=True)
@@ -179,7 +178,6 @@ class Conversation:
 
     messages: list[Message]
     enable_thinking: bool
-    prompt_messages: int  # how many leading messages come from the prompt
     notes: list[str] = field(default_factory=list)
 
 
@@ -215,7 +213,7 @@ def build_conversation(
                 thinking_off = True
     if not thinking_off and any(m.role == "assistant" and has_reasoning(m.content) for m in msgs):
         thinking_on = True
-    return Conversation(msgs, bool(thinking_on and not thinking_off), len(prompt.messages), list(prompt.notes))
+    return Conversation(msgs, bool(thinking_on and not thinking_off), list(prompt.notes))
 
 
 def thinking_mode(input_text: str | None, output_text: str | None) -> bool:

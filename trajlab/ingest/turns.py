@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
 _ANCHOR = "user\n<tool_response>"
 _END_TAIL = re.compile(r"(?:<\|im_end\|>)?\n(?:<\|im_start\|>)?assistant\n(?:<think>\n\n</think>\n\n)?")
-_SPECIAL_TAIL = re.compile(r"(?:<\|im_end\|>|<\|endoftext\|>)+\s*$")
 
 
 def _block_start(output: str, anchor: int) -> int:
@@ -142,11 +141,6 @@ def tool_response_text(tool_turn_text: str) -> str:
     """The content of the ``<tool_response>`` blocks of a tool turn, without the chat scaffolding."""
     parts = re.findall(r"<tool_response>\n?(.*?)\n?(?:</tool_response>|$)", tool_turn_text, flags=re.DOTALL)
     return "\n".join(parts)
-
-
-def strip_special_tail(text: str) -> str:
-    """Drop a trailing ``<|im_end|>`` / ``<|endoftext|>`` (present when a source kept special tokens)."""
-    return _SPECIAL_TAIL.sub("", text)
 
 
 # -- the same split over whole columns ---------------------------------------------------------------------

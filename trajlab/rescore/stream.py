@@ -45,7 +45,6 @@ from trajlab.rescore.control_tokens import REGIONS
 REGION_CODE: dict[str, int] = {r: i for i, r in enumerate(REGIONS)}
 TEXT_CODE = REGION_CODE["text"]
 STRUCTURAL_CODE = REGION_CODE["structural"]
-THINK_CODE = REGION_CODE["think"]
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
