@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from trajlab.chatml import IM_START, ROLES, strip_specials
+
 #: Roles of the decoded ChatML headers we split prompts at.
 _ROLES = "system|user|assistant"
 _HEADER_PLAIN = re.compile(rf"^({_ROLES})\n", re.MULTILINE)
-_HEADER_SPECIAL = re.compile(rf"<\|im_start\|>({_ROLES}|tool)\n")
-_SPECIALS = re.compile(r"<\|im_end\|>|<\|im_start\|>|<\|endoftext\|>")
+_HEADER_SPECIAL = re.compile(rf"{re.escape(IM_START)}({ROLES})\n")
 _TOOL_RESPONSE = re.compile(r"<tool_response>\n?(.*?)\n?</tool_response>", re.DOTALL)
 _TOOL_RESPONSE_OPEN = re.compile(r"<tool_response>\n?(.*)$", re.DOTALL)
 _ASSISTANT_HEADER = re.compile(r"(?:^|\n)(?:<\|im_start\|>)?assistant\n")
@@ -89,10 +90,10 @@ def _split_prompt_cached(text: str) -> tuple[tuple[tuple[str, str], ...], str, b
 
 
 def _split_prompt(text: str) -> Prompt:
-    special = "<|im_start|>" in text
+    special = IM_START in text
     headers = list((_HEADER_SPECIAL if special else _HEADER_PLAIN).finditer(text))
     if not headers:
-        stripped = _SPECIALS.sub("", text)
+        stripped = strip_specials(text)
         return Prompt([Message("user", stripped)], "", parsed=False, notes=["prompt has no role headers"])
     msgs: list[Message] = []
     notes: list[str] = []
@@ -105,11 +106,11 @@ def _split_prompt(text: str) -> Prompt:
         body = text[h.end() : end]
         last = k + 1 == len(headers)
         if last and role == "assistant":
-            suffix = _SPECIALS.sub("", body)
+            suffix = strip_specials(body)
             break
         if special:
             body = re.sub(r"<\|im_end\|>\n?$", "", body)
-            body = _SPECIALS.sub("", body)
+            body = strip_specials(body)
         elif not last and body.endswith("\n"):
             body = body[:-1]  # the "\n" after <|im_end|> that separates it from the next header
         msgs.append(Message(role, body))
@@ -132,7 +133,7 @@ def tool_messages(tool_turn_text: str, turn_index: int | None = None) -> tuple[l
     body = text
     if m is not None:
         body = text[: m.start()]
-        suffix = _SPECIALS.sub("", text[m.end() :])
+        suffix = strip_specials(text[m.end() :])
     contents = _TOOL_RESPONSE.findall(body)
     if not contents:
         tail = _TOOL_RESPONSE_OPEN.search(body)
@@ -140,7 +141,7 @@ def tool_messages(tool_turn_text: str, turn_index: int | None = None) -> tuple[l
             contents = [tail.group(1)]
     if contents:
         return [Message("tool", c, turn_index=turn_index) for c in contents], suffix
-    cleaned = _SPECIALS.sub("", body)
+    cleaned = strip_specials(body)
     cleaned = re.sub(r"^\n?(?:user|tool)\n", "", cleaned)
     return [Message("user", cleaned, turn_index=turn_index)], suffix
 
