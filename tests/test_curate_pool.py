@@ -423,6 +423,7 @@ def test_other_styles(xml_scan, tmp_path, style):
         assert n_calls > 0
 
 
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_max_tokens_with_real_tokenizer(xml_scan, tmp_path):
     tok = qwen3_tokenizer_dir()
     big = build_sft_pool(xml_scan, tmp_path / "all", tokenizer=tok, val_fraction=0, progress=False)

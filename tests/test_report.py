@@ -76,6 +76,7 @@ def test_report_without_rescore_has_no_rescore_section(page: Path) -> None:
     assert 'id="rescore"' not in page.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_cli_and_deterministic_output(run: Path, page: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dest = tmp_path / "r.html"
     assert main(["report", str(run), "-o", str(dest), "--title", "my run"]) == 0
@@ -88,6 +89,7 @@ def test_cli_and_deterministic_output(run: Path, page: Path, tmp_path: Path, cap
 
 @pytest.mark.chromium
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_renders_in_headless_chromium(page: Path, tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
     p = run_chromium(page, tmp_path, f"--screenshot={shot}", "--window-size=1280,2400", "--hide-scrollbars")
