@@ -423,13 +423,15 @@ def test_other_styles(xml_scan, tmp_path, style):
         assert n_calls > 0
 
 
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_max_tokens_with_real_tokenizer(xml_scan, tmp_path):
     tok = qwen3_tokenizer_dir()
     big = build_sft_pool(xml_scan, tmp_path / "all", tokenizer=tok, val_fraction=0, progress=False)
     lens = sorted(r["n_tokens"] for r in rows(tmp_path / "all" / "positive.parquet"))
     assert lens and all(n > 100 for n in lens) and lens[0] < lens[-1]
     cut = lens[0]
-    small = build_sft_pool(xml_scan, tmp_path / "cut", tokenizer=tok, max_tokens=cut, val_fraction=0,
+    # the alias loads the same tokenizer (build-sft-pool and rescore share one loader)
+    small = build_sft_pool(xml_scan, tmp_path / "cut", tokenizer="qwen3", max_tokens=cut, val_fraction=0,
                            ratio="1:0:0", progress=False)
     kept = rows(tmp_path / "cut" / "positive.parquet")
     assert kept and all(r["n_tokens"] <= cut for r in kept)

@@ -1,5 +1,6 @@
-"""The invariants of the synthetic scan-shaped run in ``tests/helpers/query_run.py`` (the sql / report / show
-tests rely on them): offsets point at their text, and the run rots after ``ROT_STEP``."""
+"""What the sql / report / show tests rely on in the scan of the synthetic run of ``tests/helpers/query_run.py``
+(verl dumps through the real scanner): offsets point at their text, each kind of breakage is found where it was
+written, the cut line is an ingest error, and the run rots after ``ROT_STEP``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from helpers.query_run import ROT_STEP, build_run
+from helpers.query_run import PER_STEP, ROT_STEP, build_run
 
 
 def test_turns_tile_output_and_offsets_point_at_their_text(tmp_path: Path) -> None:
@@ -26,8 +27,10 @@ def test_turns_tile_output_and_offsets_point_at_their_text(tmp_path: Path) -> No
         if f["category"] == "garbled_function_name":
             assert span.startswith(("search_web", "fetch_page")) and span not in ("search_web", "fetch_page")
         if f["category"] == "stray_attribute":
-            assert span == ' v2=""'
+            assert span == '</parameter v2="">'
     assert spans["garbled_function_name"] > 0 and spans["stray_attribute"] > 0
+    errors = pq.read_table(out / "ingest_errors.parquet").to_pylist()
+    assert [(e["source_path"], e["line"]) for e in errors] == [("5.jsonl", PER_STEP + 1)]
 
 
 def test_the_run_rots_after_rot_step(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ def rescored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_rescore(build_run(tmp_path_factory.mktemp("rr") / "run"))
 
 
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_rescore_section_has_spike_and_token_charts(rescored: Path, tmp_path: Path) -> None:
     page = report(rescored, tmp_path / "r.html")
     html = page.read_text(encoding="utf-8")

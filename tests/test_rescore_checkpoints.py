@@ -207,6 +207,7 @@ def test_truncated_shard(run, tmp_path):
 
 
 # -------------------------------------------------------------------------------------- model loading
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_load_model_from_shards_equals_original(run):
     from transformers import AutoModelForCausalLM
 
@@ -223,6 +224,7 @@ def test_load_model_from_shards_equals_original(run):
     assert tok.convert_tokens_to_ids("<tool_call>") == 151657
 
 
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_merged_cache_written_reused_and_invalidated(run, tmp_path):
     from transformers import AutoModelForCausalLM
 
@@ -259,6 +261,7 @@ def test_vlm_shards_load_as_causal_lm(run):
 
 
 @pytest.mark.parametrize("model_type", ["qwen2", "qwen3", "qwen3_moe", "qwen3_5_text"])
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_hf_dir_tiny_models(model_type, tmp_path):
     from transformers import AutoModelForCausalLM
 
@@ -423,6 +426,7 @@ DEMO = Path(__file__).resolve().parents[1] / "sample_data" / "demo_checkpoints"
 
 
 @pytest.mark.skipif(not (DEMO / "global_step_140").is_dir(), reason="demo checkpoints not built")
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_demo_checkpoints_drifted_prefers_malformed_continuations():
     """The committed demo series: healthy reference (HF weights) vs the last, drifted one (real FSDP shards)."""
     import importlib.util

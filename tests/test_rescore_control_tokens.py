@@ -42,6 +42,7 @@ def test_qwen3_control_set():
     assert len(rows) == len(cs.format_masks) and all(len(r) == len(cs.ids) for r in rows)
 
 
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_qwen35_control_set_uses_its_own_ids():
     tok = qwen35_tokenizer()
     cs = resolve_control_set(tok, load_control_rules())

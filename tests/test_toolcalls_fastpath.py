@@ -94,6 +94,7 @@ def test_same_on_irregular_turns(data: Any, fmt: str, tools: list[dict[str, Any]
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), FMTS, SCHEMAS)
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_same_on_mutated_turns(data: Any, fmt: str, tools: list[dict[str, Any]] | None) -> None:
     assert_same(data.draw(mutated_turn(fmt)), fmt, tools)
 

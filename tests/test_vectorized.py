@@ -74,6 +74,7 @@ def check(turns: list[tuple[str, str, list[dict[str, Any]] | None]], forbids: bo
 @pytest.mark.parametrize("fmt", ["qwen3_coder", "hermes"])
 @SETTINGS
 @given(data=st.data())
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_generated_turns(fmt: str, data: st.DataObject) -> None:
     good = data.draw(st.lists(turn(fmt, canonical=True), min_size=1, max_size=12))
     bad = data.draw(st.lists(turn(fmt, canonical=False), max_size=8))

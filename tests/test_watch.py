@@ -104,6 +104,7 @@ def test_watch_cli_on_trip_command_gets_the_trip(tmp_path: Path, capsys: pytest.
     assert main(["report", str(tmp_path / "out"), "-o", str(tmp_path / "r.html")]) == 0
 
 
+@pytest.mark.slow  # > 5 s on 2 shared cores
 def test_watch_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     run = make_run(tmp_path / "exp", steps=6, rot_from=99)
     out = tmp_path / "out"

@@ -44,13 +44,7 @@ def _root(
 
 
 for _name in COMMAND_MODULES:
-    try:
-        _mod = importlib.import_module(f"trajlab.commands.{_name}")
-    except ModuleNotFoundError as _e:  # a command module not written yet in a partial checkout
-        if _e.name != f"trajlab.commands.{_name}":
-            raise
-        continue
-    _mod.register(app)
+    importlib.import_module(f"trajlab.commands.{_name}").register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,8 +18,6 @@ Severity = Literal["error", "warning", "info"]
 Role = Literal["assistant", "tool"]
 SpanKind = Literal["structural", "function_name", "param_name", "param_value", "text", "think"]
 
-SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
-
 
 @dataclass(slots=True)
 class Turn:
@@ -124,10 +122,6 @@ class TurnAnalysis:
     calls: list[ParsedCall]
     findings: list[Finding]
     spans: list[Span]
-
-    @property
-    def has_call(self) -> bool:
-        return bool(self.calls)
 
 
 @dataclass(slots=True)

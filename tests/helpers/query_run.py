@@ -1,11 +1,12 @@
-"""A small synthetic RL run written as scan-shaped Parquet, for the sql / report / show tests.
+"""A small synthetic RL run for the sql / report / show tests: verl-format dumps, scanned by the real scanner.
 
-``build_run(out)`` writes the six scan tables with :func:`trajlab.tables.write_table` and a ``manifest.json``:
-Qwen3-coder XML tool calls in verl-style decoded outputs, clean until ``ROT_STEP``, then increasingly broken
-(garbled function names, stray attributes on ``</parameter>``, unclosed calls, JSON inside the XML format).
-Every offset points at the text it names; ``tests/test_query_fixture.py`` checks that, so the other tests can
-trust it.
-``steps`` and the early warning come from the scan's own code (:mod:`trajlab.trends`).
+``build_run(out)`` writes one verl JSONL dump per step (``input`` / ``output`` / ``score`` / ``step``, the shape
+verl's ``RolloutDumper`` writes; see :mod:`helpers.verl_lines`) next to ``out`` and runs :func:`trajlab.scan.scan`
+on them, so every table, offset, finding and the manifest's early warning come from trajlab's own code.
+The run uses Qwen3.5 XML tool calls, clean until ``ROT_STEP``, then increasingly broken (garbled function names,
+stray attributes on ``</parameter>``, outputs cut inside a call, JSON inside the XML format); the first step's
+file ends with a line cut mid-record (an ``ingest_errors`` row). ``tests/test_query_fixture.py`` checks what the
+other tests rely on.
 """
 
 from __future__ import annotations
@@ -18,28 +19,24 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from trajlab.atomic import atomic_write_json
-from trajlab.tables import (
-    CALLS,
-    FINDINGS,
-    INGEST_ERRORS,
-    STEPS,
-    TRAJECTORIES,
-    TURNS,
-    write_table,
-)
-from trajlab.trends import early_warning, steps_table
+from helpers.verl_lines import qwen35_prompt, tool_block, write_jsonl
+from trajlab.tables import write_table
 
 STEPS_RANGE = range(5, 145, 5)  # 28 steps
 PER_STEP = 12
 ROT_STEP = 90  # the synthetic run starts to rot after this step
-TOOLS = [
-    {"name": "search_web", "description": "Search the web", "parameters": {
-        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}},
-    {"name": "fetch_page", "description": "Fetch a page", "parameters": {
-        "type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}},
-]
+
+
+def _tool(name: str, param: str, description: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": {param: {"type": "string", "description": f"The {param}."}},
+        "required": [param]}}}
+
+
+TOOLS = [_tool("search_web", "query", "Search the web"), _tool("fetch_page", "url", "Fetch a page")]
+DECLARED = ("search_web", "fetch_page")
 GARBLE = ["英文明确", "_v2", "ilerin", "对比"]
+BROKEN_KINDS = ("garbled_function_name", "stray_attribute", "cut_inside_call", "json_in_xml")
 
 
 def _malformed_prob(step: int) -> float:
@@ -51,125 +48,57 @@ def _call_text(name: str, param: str, value: str, close_attr: str = "") -> str:
             f"</function>\n</tool_call>")
 
 
-def _make_call(rng: random.Random, broken: str | None) -> dict[str, Any]:
-    tool = rng.choice(TOOLS)
-    name = tool["name"]
-    param = next(iter(tool["parameters"]["properties"]))
+def _make_call(rng: random.Random, broken: str | None) -> str:
+    """The text of one call: well-formed, or broken the ``broken`` way."""
+    fn = rng.choice(TOOLS)["function"]
+    name = fn["name"]
+    param = next(iter(fn["parameters"]["properties"]))
     value = rng.choice(["Japan nominal GDP 2024", "XRP news January", "https://example.org/a", "qwen3 tool RL"])
-    good = _call_text(name, param, value)
-    call: dict[str, Any] = {"function_name": name, "matched_tool": name, "arguments": json.dumps({param: value}),
-                            "status": "ok", "categories": [], "repaired": None, "repaired_arguments": None,
-                            "repair_note": None, "findings": []}
-    if broken is None:
-        call["raw"] = good
-        return call
-    call["status"] = "malformed"
-    call["categories"] = [broken]
     if broken == "garbled_function_name":
-        garbled = name + rng.choice(GARBLE)
-        raw = _call_text(garbled, param, value)
-        s = raw.index(garbled)
-        call.update(function_name=garbled, raw=raw, repaired=good, repaired_arguments=call["arguments"],
-                    repair_note=f"nearest declared tool: {name}")
-        call["findings"].append(("garbled_function_name", s, s + len(garbled),
-                                 f"function name {garbled!r} is not a declared tool; nearest is {name!r}"))
-    elif broken == "stray_attribute":
-        raw = _call_text(name, param, value, close_attr=' v2=""')
-        s = raw.index(' v2=""')
-        call.update(raw=raw, repaired=good, repaired_arguments=call["arguments"], repair_note="drop the attribute")
-        call["findings"].append(("stray_attribute", s, s + 6, "closing tag </parameter> carries an attribute"))
-    elif broken == "unclosed_tag":
-        raw = good[: -len("\n</function>\n</tool_call>")]
-        call.update(raw=raw, repair_note="the output stops inside the call; no repair")
-        call["findings"].append(("unclosed_tag", len(raw) - 12, len(raw), "<function> is never closed"))
-    elif broken == "json_in_xml":
+        return _call_text(name + rng.choice(GARBLE), param, value)
+    if broken == "stray_attribute":
+        return _call_text(name, param, value, close_attr=' v2=""')
+    if broken == "cut_inside_call":
+        return _call_text(name, param, value)[: -len("\n</function>\n</tool_call>")]
+    if broken == "json_in_xml":
         body = json.dumps({"name": name, "arguments": {param: value}}, ensure_ascii=False)
-        raw = f"<tool_call>\n<function={name}>\n{body}\n</function>\n</tool_call>"
-        s = raw.index(body)
-        call.update(raw=raw, arguments=json.dumps({}), repaired=good, repaired_arguments=call["arguments"],
-                    repair_note="JSON arguments rewritten as <parameter> blocks")
-        call["findings"].append(("json_in_xml", s, s + len(body), "JSON object inside the XML call format"))
-    return call
+        return f"<tool_call>\n<function={name}>\n{body}\n</function>\n</tool_call>"
+    return _call_text(name, param, value)
+
+
+def write_dumps(dumps: Path, seed: int = 7) -> Path:
+    """Write the run's verl JSONL dumps (``dumps/<step>.jsonl``) and return ``dumps``."""
+    rng = random.Random(seed)
+    weights = [5, 3, 1, 1]
+    for step in STEPS_RANGE:
+        rows = []
+        for i in range(PER_STEP):
+            output, n_broken, cut = "", 0, False
+            for k in range(rng.randint(1, 3)):
+                broken = rng.choices(BROKEN_KINDS, weights)[0] if rng.random() < _malformed_prob(step) else None
+                n_broken += broken is not None
+                if k:
+                    output += tool_block("result text")
+                output += f"I will look this up (turn {k}).\n" + _make_call(rng, broken)
+                if broken == "cut_inside_call":  # the generation stopped inside the call: nothing follows
+                    cut = True
+                    break
+            final = not cut and rng.random() > _malformed_prob(step)
+            if not cut:
+                output += tool_block("result text") + ("The answer is 42." if final else "I could not finish.")
+            rows.append({"input": qwen35_prompt(f"Question {i} at step {step}", TOOLS), "output": output,
+                         "score": 1.0 if (final and n_broken == 0) else 0.0, "step": step})
+        cut_line = b'{"input": "system\\n", "outp\n' if step == STEPS_RANGE[0] else b""
+        write_jsonl(dumps / f"{step}.jsonl", rows, tail=cut_line)
+    return dumps
 
 
 def build_run(out: Path, seed: int = 7) -> Path:
-    """Write a synthetic scan output directory at ``out`` (see the module docstring)."""
-    rng = random.Random(seed)
-    out.mkdir(parents=True, exist_ok=True)
-    trajs, turns, calls, findings = [], [], [], []
-    kinds = ["garbled_function_name", "stray_attribute", "unclosed_tag", "json_in_xml"]
-    weights = [5, 3, 1, 1]
-    for step in STEPS_RANGE:
-        for i in range(PER_STEP):
-            tid = f"s{step:03d}-{i:02d}"
-            prompt = f"system\nYou are a research agent. Tools: {json.dumps(TOOLS)}\nuser\nQuestion {i} at step {step}\nassistant\n"
-            pieces: list[tuple[str, str]] = []
-            tcalls: list[tuple[int, int, dict[str, Any]]] = []  # (turn, start within turn, call)
-            n_call_turns = rng.randint(1, 3)
-            truncated = False
-            for k in range(n_call_turns):
-                broken = rng.choices(kinds, weights)[0] if rng.random() < _malformed_prob(step) else None
-                call = _make_call(rng, broken)
-                lead = f"I will look this up (turn {k}).\n"
-                pieces.append(("assistant", lead + call["raw"]))
-                tcalls.append((len(pieces) - 1, len(lead), call))
-                if broken == "unclosed_tag":
-                    truncated = True
-                    break
-                pieces.append(("tool", "user\n<tool_response>\nresult text\n</tool_response>\nassistant\n"))
-            final = not truncated and rng.random() > _malformed_prob(step)
-            if final:
-                pieces.append(("assistant", "The answer is 42.<|im_end|>"))
-            elif not truncated:
-                pieces.append(("assistant", "I could not finish."))
-            output, pos = "", 0
-            turn_starts = []
-            for ti, (role, text) in enumerate(pieces):
-                turns.append({"trajectory_id": tid, "turn_index": ti, "role": role, "text": text,
-                              "char_start": pos, "char_end": pos + len(text)})
-                turn_starts.append(pos)
-                output += text
-                pos += len(text)
-            n_mal = 0
-            for ci, (ti, off, call) in enumerate(tcalls):
-                start = turn_starts[ti] + off
-                cid = f"{tid}:{ti}:0"
-                n_mal += call["status"] == "malformed"
-                calls.append({"call_id": cid, "trajectory_id": tid, "turn_index": ti, "call_index": 0,
-                              "step": step, "split": "train", "format": "qwen3_coder", "raw": call["raw"],
-                              "char_start": start, "char_end": start + len(call["raw"]),
-                              **{k: call[k] for k in ("function_name", "matched_tool", "arguments", "status",
-                                                       "categories", "repaired", "repaired_arguments",
-                                                       "repair_note")}})
-                for cat, s, e, msg in call["findings"]:
-                    findings.append({"trajectory_id": tid, "turn_index": ti, "call_id": cid, "step": step,
-                                     "split": "train", "category": cat, "severity": "error",
-                                     "char_start": start + s, "char_end": start + e, "message": msg,
-                                     "rule_id": f"{cat}.synthetic"})
-                del ci
-            score = 1.0 if (final and n_mal == 0) else 0.0
-            trajs.append({"trajectory_id": tid, "source_path": f"rollouts/{step}.jsonl", "source_line": i + 1,
-                          "source_format": "verl_jsonl", "run": "run", "split": "train", "step": step,
-                          "group_id": f"g{step}-{i // 4}",
-                          "score": score, "tool_format": "qwen3_coder", "n_turns": len(pieces),
-                          "n_calls": len(tcalls), "n_malformed_calls": n_mal, "has_final_answer": final,
-                          "truncated": truncated, "schema_checked": True, "input": prompt, "output": output,
-                          "tools": json.dumps(TOOLS), "extra": "{}"})
-    write_table(TRAJECTORIES, trajs, out / "trajectories.parquet")
-    write_table(TURNS, turns, out / "turns.parquet")
-    write_table(CALLS, calls, out / "calls.parquet")
-    write_table(FINDINGS, findings, out / "findings.parquet")
-    write_table(INGEST_ERRORS, [{"source_path": "rollouts/bad.jsonl", "line": 3, "reason": "invalid JSON"}],
-                out / "ingest_errors.parquet")
-    # The scan's own aggregation and early-warning statistic, over the tables written above.
-    steps = steps_table(out)
-    write_table(STEPS, steps, out / "steps.parquet")
-    early = early_warning(steps)
-    atomic_write_json(out / "manifest.json", {
-        "tool": "trajlab", "schema_version": "1.1",
-        "summary": {"trajectories": len(trajs), "calls": len(calls), "malformed_calls": sum(
-            c["status"] == "malformed" for c in calls), "early_warning": early},
-    })
+    """Scan the run's dumps (written to ``<out>-dumps/``) into ``out`` with the real scanner; returns ``out``."""
+    from trajlab.scan import scan
+
+    dumps = write_dumps(out.with_name(out.name + "-dumps"), seed)
+    scan([dumps], out, progress=False)
     return out
 
 

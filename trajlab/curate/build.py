@@ -13,7 +13,7 @@ import polars as pl
 from trajlab.curate.card import command_line, sha256_file, write_card, write_manifest
 from trajlab.curate.error_demos import build_error_demos
 from trajlab.curate.hints import build_hints, load_hint_rules
-from trajlab.curate.lengths import TokenCounter, load_tokenizer
+from trajlab.curate.lengths import TokenCounter
 from trajlab.curate.mix import achieved_ratio, mix, split_prompts
 from trajlab.curate.ood import OodSource, build_ood_rows
 from trajlab.curate.options import (
@@ -58,13 +58,16 @@ class _Progress:
         if not self.enabled:
             yield self
             return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from trajlab.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            progress_bar,
+        )
 
-        from trajlab.console import err_console
-
-        with Progress(
-            TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err_console, transient=True,
+        with progress_bar(
+            TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
         ) as p:
             self._p = p
             yield self
@@ -249,7 +252,11 @@ def build_sft_pool(
                   if present else "scan dumps that hold trajectories first"),
         )
     rules = load_hint_rules(opts.rules_dirs)
-    counter = TokenCounter(load_tokenizer(opts.tokenizer), opts.max_tokens) if opts.tokenizer else None
+    counter = None
+    if opts.tokenizer:
+        from trajlab.rescore.tokenizers import load_tokenizer
+
+        counter = TokenCounter(load_tokenizer(opts.tokenizer), opts.max_tokens)
     fits = counter.fits if counter is not None and opts.max_tokens is not None else None
     warnings: list[str] = []
 

@@ -24,17 +24,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from trajlab.chatml import IM_START, ROLES, strip_specials
+
 #: Roles of the decoded ChatML headers we split prompts at.
 _ROLES = "system|user|assistant"
 _HEADER_PLAIN = re.compile(rf"^({_ROLES})\n", re.MULTILINE)
-_HEADER_SPECIAL = re.compile(rf"<\|im_start\|>({_ROLES}|tool)\n")
-_SPECIALS = re.compile(r"<\|im_end\|>|<\|im_start\|>|<\|endoftext\|>")
+_HEADER_SPECIAL = re.compile(rf"{re.escape(IM_START)}({ROLES})\n")
 _TOOL_RESPONSE = re.compile(r"<tool_response>\n?(.*?)\n?</tool_response>", re.DOTALL)
 _TOOL_RESPONSE_OPEN = re.compile(r"<tool_response>\n?(.*)$", re.DOTALL)
 _ASSISTANT_HEADER = re.compile(r"(?:^|\n)(?:<\|im_start\|>)?assistant\n")
 
 EMPTY_THINK = "<think>\n\n</think>\n\n"
-OPEN_THINK = "<think>\n"
 
 
 @dataclass(slots=True)
@@ -90,10 +90,10 @@ def _split_prompt_cached(text: str) -> tuple[tuple[tuple[str, str], ...], str, b
 
 
 def _split_prompt(text: str) -> Prompt:
-    special = "<|im_start|>" in text
+    special = IM_START in text
     headers = list((_HEADER_SPECIAL if special else _HEADER_PLAIN).finditer(text))
     if not headers:
-        stripped = _SPECIALS.sub("", text)
+        stripped = strip_specials(text)
         return Prompt([Message("user", stripped)], "", parsed=False, notes=["prompt has no role headers"])
     msgs: list[Message] = []
     notes: list[str] = []
@@ -106,11 +106,11 @@ def _split_prompt(text: str) -> Prompt:
         body = text[h.end() : end]
         last = k + 1 == len(headers)
         if last and role == "assistant":
-            suffix = _SPECIALS.sub("", body)
+            suffix = strip_specials(body)
             break
         if special:
             body = re.sub(r"<\|im_end\|>\n?$", "", body)
-            body = _SPECIALS.sub("", body)
+            body = strip_specials(body)
         elif not last and body.endswith("\n"):
             body = body[:-1]  # the "\n" after <|im_end|> that separates it from the next header
         msgs.append(Message(role, body))
@@ -133,7 +133,7 @@ def tool_messages(tool_turn_text: str, turn_index: int | None = None) -> tuple[l
     body = text
     if m is not None:
         body = text[: m.start()]
-        suffix = _SPECIALS.sub("", text[m.end() :])
+        suffix = strip_specials(text[m.end() :])
     contents = _TOOL_RESPONSE.findall(body)
     if not contents:
         tail = _TOOL_RESPONSE_OPEN.search(body)
@@ -141,7 +141,7 @@ def tool_messages(tool_turn_text: str, turn_index: int | None = None) -> tuple[l
             contents = [tail.group(1)]
     if contents:
         return [Message("tool", c, turn_index=turn_index) for c in contents], suffix
-    cleaned = _SPECIALS.sub("", body)
+    cleaned = strip_specials(body)
     cleaned = re.sub(r"^\n?(?:user|tool)\n", "", cleaned)
     return [Message("user", cleaned, turn_index=turn_index)], suffix
 
@@ -179,7 +179,6 @@ class Conversation:
 
     messages: list[Message]
     enable_thinking: bool
-    prompt_messages: int  # how many leading messages come from the prompt
     notes: list[str] = field(default_factory=list)
 
 
@@ -215,7 +214,7 @@ def build_conversation(
                 thinking_off = True
     if not thinking_off and any(m.role == "assistant" and has_reasoning(m.content) for m in msgs):
         thinking_on = True
-    return Conversation(msgs, bool(thinking_on and not thinking_off), len(prompt.messages), list(prompt.notes))
+    return Conversation(msgs, bool(thinking_on and not thinking_off), list(prompt.notes))
 
 
 def thinking_mode(input_text: str | None, output_text: str | None) -> bool:

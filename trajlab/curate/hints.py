@@ -139,10 +139,8 @@ def _by_format(spec: Any) -> dict[str, dict[str, str]]:
 
 
 def _taxonomy(rules_dirs: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    try:
-        from trajlab.toolcalls import load_taxonomy
-    except ImportError:  # classifier not installed in a partial checkout: descriptions fall back to the id
-        return {}
+    from trajlab.toolcalls import load_taxonomy
+
     try:
         tax = load_taxonomy(rules_dirs)
     except TrajlabError:

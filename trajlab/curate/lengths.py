@@ -1,4 +1,5 @@
-"""Token lengths of samples (``--tokenizer`` / ``--max-tokens``), counted with a real tokenizer.
+"""Token lengths of samples (``--tokenizer`` / ``--max-tokens``), counted with a real tokenizer (loaded by
+:func:`trajlab.rescore.tokenizers.load_tokenizer`, the one tokenizer loader).
 
 A sample's length is the token count of its whole conversation rendered with the tokenizer's chat template
 (plain ChatML ``<|im_start|>role\\n...<|im_end|>\\n`` when the tokenizer has none). verl renders each message
@@ -10,26 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trajlab import chatml
 from trajlab.curate.samples import Sample
-from trajlab.errors import TrajlabError
-
-
-def load_tokenizer(name_or_path: str) -> Any:
-    """A transformers tokenizer from a directory or hub name; no remote code."""
-    try:
-        from transformers import AutoTokenizer
-    except ImportError:
-        raise TrajlabError(
-            "--tokenizer needs the `transformers` package",
-            hint="pip install 'trajlab[rescore]' (install torch==2.13.0 first)",
-        ) from None
-    try:
-        return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False)
-    except Exception as e:
-        raise TrajlabError(
-            f"--tokenizer {name_or_path}: cannot load a tokenizer ({type(e).__name__}: {str(e).splitlines()[0][:200]})",
-            hint="give a local directory with tokenizer.json / tokenizer_config.json",
-        ) from None
 
 
 class TokenCounter:
@@ -47,7 +30,7 @@ class TokenCounter:
                 return self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=False)
             except Exception:  # a template that rejects a role sequence: fall back to ChatML
                 self._template = False
-        return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in msgs)
+        return chatml.render(msgs)
 
     def count(self, s: Sample) -> int:
         if s.n_tokens is None:

@@ -135,7 +135,7 @@ def make_options(
         raise TrajlabError(f"--max-tokens {max_tokens}: must be >= 1")
     if max_tokens is not None and not tokenizer:
         raise TrajlabError(
-            "--max-tokens needs --tokenizer (a tokenizer directory or hub name) to count tokens",
+            "--max-tokens needs --tokenizer (a tokenizer directory, or an alias: qwen3, qwen3.5) to count tokens",
             hint="e.g. --tokenizer /path/to/Qwen3-8B --max-tokens 8192",
         )
     if not (0.0 <= float(val_fraction) < 1.0):

@@ -68,6 +68,15 @@ def coerce_int(value: Any, field: str) -> tuple[int | None, str | None]:
     return None, f"field {field!r} is {f}, not an integer; stored as null"
 
 
+def score_and_step(score: Any, step: Any, file_step: int | None) -> tuple[float | None, int | None, list[str]]:
+    """A record's score and step (``file_step``, the file name's, when the record has none), and the notes of
+    :func:`coerce_float` / :func:`coerce_int` on them (score first)."""
+    f, score_note = coerce_float(score, "score")
+    i, step_note = coerce_int(step, "step")
+    notes = [n for n in (score_note, step_note) if n]
+    return f, (file_step if i is None else i), notes
+
+
 def step_from_name(name: str) -> int | None:
     """The step number in a dump file name: ``37.jsonl``, ``fcl-step-37.json``, ``x-step-val-40.json``."""
     m = _STEP_IN_NAME.search(name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trajlab.ingest.fields import coerce_float, coerce_int, prompt_hash
+from trajlab.ingest.fields import prompt_hash, score_and_step
 from trajlab.ingest.tool_schemas import normalise_tools
 from trajlab.ingest.turns import split_turns
 from trajlab.model import IngestError, RawTrajectory
@@ -89,15 +89,8 @@ def to_trajectory(
     flush_tools()
     output = "".join(out)
     tools = normalise_tools(obj.get("tools"))
-    score_raw = obj.get("score", obj.get("reward"))
-    score, n = coerce_float(score_raw, "score")
-    if n:
-        notes.append(IngestError(source_path, line, n))
-    step, n = coerce_int(obj.get("step"), "step")
-    if n:
-        notes.append(IngestError(source_path, line, n))
-    if step is None:
-        step = file_step
+    score, step, why = score_and_step(obj.get("score", obj.get("reward")), obj.get("step"), file_step)
+    notes += [IngestError(source_path, line, n) for n in why]
     extra = {k: v for k, v in obj.items() if k not in MAPPED_KEYS}
     extra["messages"] = msgs
     return RawTrajectory(

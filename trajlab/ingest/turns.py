@@ -31,25 +31,26 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from trajlab.chatml import IM_END, IM_START
 from trajlab.model import Turn
 
 if TYPE_CHECKING:
     import polars as pl
 
 _ANCHOR = "user\n<tool_response>"
-_END_TAIL = re.compile(r"(?:<\|im_end\|>)?\n(?:<\|im_start\|>)?assistant\n(?:<think>\n\n</think>\n\n)?")
-_SPECIAL_TAIL = re.compile(r"(?:<\|im_end\|>|<\|endoftext\|>)+\s*$")
+_OPT_START, _OPT_END = f"(?:{re.escape(IM_START)})?", f"(?:{re.escape(IM_END)})?"  # valid Python and Rust regex
+_END_TAIL = re.compile(rf"{_OPT_END}\n{_OPT_START}assistant\n(?:<think>\n\n</think>\n\n)?")
 
 
 def _block_start(output: str, anchor: int) -> int:
     """Extend a ``user\\n<tool_response>`` anchor back over ``\\n``, ``<|im_start|>`` and ``<|im_end|>``."""
     i = anchor
-    if output.startswith("<|im_start|>", i - 12):
-        i -= 12
+    if output.startswith(IM_START, i - len(IM_START)):
+        i -= len(IM_START)
     if i > 0 and output[i - 1] == "\n":
         i -= 1
-    if output.startswith("<|im_end|>", i - 10):
-        i -= 10
+    if output.startswith(IM_END, i - len(IM_END)):
+        i -= len(IM_END)
     return i
 
 
@@ -144,18 +145,13 @@ def tool_response_text(tool_turn_text: str) -> str:
     return "\n".join(parts)
 
 
-def strip_special_tail(text: str) -> str:
-    """Drop a trailing ``<|im_end|>`` / ``<|endoftext|>`` (present when a source kept special tokens)."""
-    return _SPECIAL_TAIL.sub("", text)
-
-
 # -- the same split over whole columns ---------------------------------------------------------------------
 
 #: a whole tool block as :func:`split_turns` cuts it (the anchor extended back by :func:`_block_start`, up to
 #: the first ``</tool_response>`` followed by the next turn's header), in Rust regex syntax for polars
 TOOL_BLOCK_PATTERN = (
-    r"(?:<\|im_end\|>)?\n?(?:<\|im_start\|>)?user\n<tool_response>(?s:.*?)</tool_response>"
-    r"(?:<\|im_end\|>)?\n(?:<\|im_start\|>)?assistant\n(?:<think>\n\n</think>\n\n)?"
+    rf"{_OPT_END}\n?{_OPT_START}user\n<tool_response>(?s:.*?)</tool_response>"
+    rf"{_OPT_END}\n{_OPT_START}assistant\n(?:<think>\n\n</think>\n\n)?"
 )
 
 

@@ -8,15 +8,14 @@ dump holds, and keeps the untouched text in ``extra.raw_prompt`` / ``extra.raw_r
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from trajlab.ingest.fields import coerce_float, coerce_int, prompt_hash
+from trajlab.chatml import strip_specials
+from trajlab.ingest.fields import prompt_hash, score_and_step
 from trajlab.ingest.turns import split_turns
 from trajlab.model import IngestError, RawTrajectory
 
 FORMAT = "verl_tool_json"
-_SPECIALS = re.compile(r"<\|im_start\|>|<\|im_end\|>|<\|endoftext\|>")
 MAPPED_KEYS = ("prompt", "response", "score", "step")
 
 
@@ -35,16 +34,10 @@ def to_trajectory(
     if not isinstance(prompt, str):
         notes.append(IngestError(source_path, line, "missing or non-string field 'prompt'; kept with an empty prompt"))
         prompt = ""
-    inp = _SPECIALS.sub("", prompt)
-    output = _SPECIALS.sub("", resp)
-    score, n = coerce_float(obj.get("score"), "score")
-    if n:
-        notes.append(IngestError(source_path, line, n))
-    step, n = coerce_int(obj.get("step"), "step")
-    if n:
-        notes.append(IngestError(source_path, line, n))
-    if step is None:
-        step = file_step
+    inp = strip_specials(prompt)
+    output = strip_specials(resp)
+    score, step, why = score_and_step(obj.get("score"), obj.get("step"), file_step)
+    notes += [IngestError(source_path, line, n) for n in why]
     tid = obj.get("traj_ids")
     if isinstance(tid, str) and len(tid) > 2:
         group = tid[:-2] if tid[-2] == "_" else tid

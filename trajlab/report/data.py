@@ -119,11 +119,9 @@ def _early_warning(out: Path, manifest: dict[str, Any], steps: list[dict[str, An
     summary = manifest.get("summary") or {}
     if "early_warning" in summary:
         return summary["early_warning"]
-    try:  # a scan written before the manifest carried it: compute it with the scan's own statistic
-        from trajlab.trends import early_warning
-    except ImportError:  # pragma: no cover - trends ships with trajlab
-        return None
-    return early_warning(steps)
+    from trajlab.trends import early_warning
+
+    return early_warning(steps)  # a scan written before the manifest carried it: the scan's own statistic
 
 
 def pick_run(runs: list[dict[str, Any]]) -> str | None:

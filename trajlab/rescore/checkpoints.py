@@ -45,7 +45,6 @@ __all__ = [
 
 STEP_RE = re.compile(r"^(?:global_step_|checkpoint-)(\d+)$")
 WEIGHT_GLOBS = ("*.safetensors", "pytorch_model*.bin", "model*.safetensors.index.json")
-MEGATRON_MARKERS = ("dist_ckpt", "ckpt_contents.json", "transformer_config.json", "model")
 MERGED_CACHE_DIRNAME = ".trajlab_merged"
 MERGE_MARKER = "trajlab_merge.json"
 

@@ -40,17 +40,15 @@ from typing import Any
 
 import numpy as np
 
+from trajlab.chatml import ENDOFTEXT, IM_END, IM_START, ROLES
 from trajlab.rescore.control_tokens import REGIONS
 
 REGION_CODE: dict[str, int] = {r: i for i, r in enumerate(REGIONS)}
 TEXT_CODE = REGION_CODE["text"]
 STRUCTURAL_CODE = REGION_CODE["structural"]
-THINK_CODE = REGION_CODE["think"]
 
-IM_START = "<|im_start|>"
-IM_END = "<|im_end|>"
-_ROLE_START = re.compile(r"(?:system|user|assistant|tool)\n")
-_ROLE_BOUND = re.compile(r"\n(?=(?:system|user|assistant|tool)\n)")
+_ROLE_START = re.compile(rf"(?:{ROLES})\n")
+_ROLE_BOUND = re.compile(rf"\n(?=(?:{ROLES})\n)")
 _TOOL_HEAD = re.compile(r"^(<\|im_end\|>)?(\n)?(?:user|tool)\n")
 _TOOL_TAIL = re.compile(r"\nassistant\n")
 
@@ -123,7 +121,7 @@ class ChatSpecials:
                 return None
             ids.append(int(enc[0]))
         pads = {i for i in (tokenizer.pad_token_id,) if isinstance(i, int)}
-        eot = tokenizer.encode("<|endoftext|>", add_special_tokens=False)
+        eot = tokenizer.encode(ENDOFTEXT, add_special_tokens=False)
         if len(eot) == 1:
             pads.add(int(eot[0]))
         pads.discard(ids[1])

@@ -303,8 +303,15 @@ def tokenizer_dir_for(ref_or_path: Any) -> Path:
 
 def load_tokenizer(ref_or_path: Any, *, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
     """Load a tokenizer from a :class:`~trajlab.rescore.checkpoints.CheckpointRef` (its own tokenizer), a
-    directory, or an alias (``qwen3``; ``qwen3.5``/``qwen3.6``). Offline; no remote code unless asked."""
-    from transformers import AutoTokenizer
+    directory, or an alias (``qwen3``; ``qwen3.5``/``qwen3.6``). Offline; no remote code unless asked.
+    The one tokenizer loader: ``rescore --tokenizer`` and ``build-sft-pool --tokenizer`` both load through it."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise MissingDependencyError(
+            "loading a tokenizer needs the `transformers` package",
+            hint="pip install torch==2.13.0 'trajlab[rescore]' (pin torch, or pip pulls a CUDA build)",
+        ) from None
 
     d = tokenizer_dir_for(ref_or_path)
     if not trust_remote_code:

@@ -49,10 +49,6 @@ class ToolFormat:
         """Like :meth:`render` from raw string values (kept verbatim where the format allows it)."""
         return self.render(name, dict(params))
 
-    def render_many(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
-        """Several calls as one assistant turn renders them (formats with a call section override it)."""
-        return "\n".join(self.render(n, a) for n, a in calls)
-
     def check_value(self, written: str, value: Any, prop: Any) -> Any:
         """A format's own type check of one value written as ``written`` and converted to ``value``
         (a :class:`~trajlab.toolcalls.schema.TypeCheck`), or ``None`` for the shared JSON check."""

@@ -88,8 +88,5 @@ class DeepSeekV31Format(ToolFormat):
         args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
         return render_section(MARKERS, [(name, args)])
 
-    def render_many(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
-        return render_section(MARKERS, [(n, json.dumps(a, ensure_ascii=False)) for n, a in calls])
-
 
 FORMATS_PROVIDED: tuple[ToolFormat, ...] = (DeepSeekV31Format(),)

@@ -220,9 +220,5 @@ class GptOssFormat(ToolFormat):
         args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
         return f"{canonical_header(name)}{args}{CALL}"
 
-    def render_many(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
-        # one call per generation: `<|call|>` stops it; later calls belong to later turns
-        return "".join(self.render(n, a) for n, a in calls[:1])
-
 
 FORMATS_PROVIDED: tuple[ToolFormat, ...] = (GptOssFormat(),)

@@ -123,9 +123,5 @@ class KimiK2Format(ToolFormat):
         args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
         return render_section(MARKERS, [(f"functions.{name}:0", args)])
 
-    def render_many(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
-        return render_section(MARKERS, [(f"functions.{n}:{i}", json.dumps(a, ensure_ascii=False))
-                                        for i, (n, a) in enumerate(calls)])
-
 
 FORMATS_PROVIDED: tuple[ToolFormat, ...] = (KimiK2Format(),)

@@ -179,12 +179,7 @@ class RuleSet:
         self.call_literals += tuple(dict.fromkeys(extra))
         self.foreign_literals = tuple(f.trigger for f in fams if f.trigger)
         self.foreign_untriggered = any(f.trigger is None for f in fams)
-        self.turn_literals = (*self.call_literals, "</think>", "<think>", *self.foreign_literals)
         # grouped by first character: one memchr-fast `ch in text` rules out every literal starting with ch
-        groups: dict[str, list[str]] = {}
-        for lit in self.turn_literals:
-            groups.setdefault(lit[0], []).append(lit)
-        self.literal_groups = tuple((ch, tuple(lits)) for ch, lits in groups.items())
         seg: dict[str, list[str]] = {}
         for lit in (*self.call_literals, *self.foreign_literals):
             seg.setdefault(lit[0], []).append(lit)
@@ -480,6 +475,3 @@ def get_ruleset(rules_dirs: Any = ()) -> RuleSet:
     _FAST[key] = rs
     return rs
 
-
-def builtin_dir() -> Path:
-    return builtin_rules_dir()

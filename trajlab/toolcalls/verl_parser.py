@@ -19,16 +19,17 @@ hermes (``HermesToolParser``)
     each is ``json.loads``-ed and must give ``obj["name"]`` and ``obj["arguments"]``; a block that fails is dropped
     (logged only). Arguments are passed through unconverted.
 
-:func:`verl_calls` returns verl's calls with where they come from; :func:`compare` lines them up with the
-calls trajlab found: each of ours is executed ``as_intended``, ``differently`` (another name or other
-arguments: a cut value, a merged parameter, a converted number) or ``dropped`` (verl executes no call for it).
+:func:`verl_calls` returns verl's calls with where they come from; the classifier lines them up with the
+calls trajlab found (:func:`same_value` compares arguments): each of ours is executed ``as_intended``,
+``differently`` (another name or other arguments: a cut value, a merged parameter, a converted number) or
+``dropped`` (verl executes no call for it).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from trajlab.toolcalls.schema import ToolIndex, verl_convert
@@ -56,14 +57,6 @@ class VerlCall:
     arguments: Any
     anchor: int
     end: int
-
-
-@dataclass(slots=True)
-class Verdict:
-    """How verl executes one of our calls."""
-
-    executes: str  # as_intended | differently | dropped
-    calls: list[VerlCall] = field(default_factory=list)  # verl's calls read from this call's text
 
 
 def verl_calls(text: str, fmt: str, index: ToolIndex | None) -> list[VerlCall] | None:
@@ -135,33 +128,6 @@ def same_value(a: Any, b: Any) -> bool:
         return json.dumps(a, sort_keys=True, default=repr) == json.dumps(b, sort_keys=True, default=repr)
     except (ValueError, TypeError, RecursionError):
         return False
-
-
-def compare(spans: list[tuple[int, int, str | None, Any]], vcalls: list[VerlCall]) -> list[Verdict]:
-    """Per call of ours (``(start, end, name, arguments)``, in text order): how verl executes it.
-
-    A verl call belongs to the call of ours whose text holds its anchor. One verl call with our name and our
-    arguments: ``as_intended``; none: ``dropped``; anything else (another name, other arguments, several verl
-    calls read from one of ours): ``differently``.
-    """
-    out: list[Verdict] = []
-    j = 0
-    n = len(vcalls)
-    for s, e, name, args in spans:
-        while j < n and vcalls[j].anchor < s:
-            j += 1
-        mine: list[VerlCall] = []
-        k = j
-        while k < n and vcalls[k].anchor < e:
-            mine.append(vcalls[k])
-            k += 1
-        if not mine:
-            out.append(Verdict(DROPPED))
-        elif len(mine) == 1 and mine[0].name == name and same_value(mine[0].arguments, args):
-            out.append(Verdict(AS_INTENDED, mine))
-        else:
-            out.append(Verdict(DIFFERENTLY, mine))
-    return out
 
 
 def describe(vc: VerlCall, limit: int = 120) -> str:
