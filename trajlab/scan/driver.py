@@ -183,28 +183,18 @@ def run_tasks(
     done_bytes: int,
     chunk_bytes: int,
 ) -> None:
-    from rich.progress import (
+    from trajlab.progress import (
         BarColumn,
         DownloadColumn,
-        Progress,
         TextColumn,
         TimeRemainingColumn,
         TransferSpeedColumn,
+        progress_bar,
     )
 
-    from trajlab.console import err_console
-
-    prog = Progress(
-        TextColumn("scan"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TextColumn("{task.fields[files]} files"),
-        TimeRemainingColumn(),
-        console=err_console,
-        disable=not progress or not todo,
-        transient=True,
-    )
+    prog = progress_bar(TextColumn("scan"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                        TextColumn("{task.fields[files]} files"), TimeRemainingColumn(),
+                        enabled=progress and bool(todo))
     n_files_total = len({id(e) for e, _ in todo})
     remaining = defaultdict(int)
     for e, _ in todo:

@@ -182,13 +182,11 @@ def merge_parts(keep: list[FileEntry], parts_root: Path, out: Path, errors: list
     With ``progress``, a bar on stderr counts the part files merged (a big scan's merge takes minutes)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from trajlab.console import err_console
+    from trajlab.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn, progress_bar
 
     n_parts = sum(len(e.tasks) for e in keep) * len(PART_TABLES)
-    prog = Progress(TextColumn("merge"), BarColumn(), MofNCompleteColumn(), TextColumn("part files"),
-                    TimeRemainingColumn(), console=err_console, disable=not progress or not n_parts, transient=True)
+    prog = progress_bar(TextColumn("merge"), BarColumn(), MofNCompleteColumn(), TextColumn("part files"),
+                        TimeRemainingColumn(), enabled=progress and bool(n_parts))
     with prog, ThreadPoolExecutor(max_workers=min(len(PART_TABLES), os.cpu_count() or 1)) as ex:
         bar = prog.add_task("merge", total=max(n_parts, 1))
 
