@@ -80,6 +80,6 @@ def test_ood_reformatted_targets_any_family(family, hermes_scan, tmp_path):
 def test_unknown_ood_format_is_a_one_line_error(hermes_scan, tmp_path):
     from trajlab.errors import TrajlabError
 
-    with pytest.raises(TrajlabError, match="--ood-format 'llama'"):
+    with pytest.raises(TrajlabError, match="ood_format 'llama'"):
         build_sft_pool(hermes_scan, tmp_path / "p", val_fraction=0.2, ood_eval=True, ood_format="llama",
                        progress=False)

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers.curate_runs import scan_dir, write_clean_run, write_hermes_run, write_xml_run
 
+from trajlab.commands.options import flag_for
 from trajlab.curate import build_sft_pool
 from trajlab.curate.conversation import split_think, trained_text
 from trajlab.errors import TableError, TrajlabError
@@ -472,7 +473,7 @@ def test_zero_error_demo_candidates_says_why_and_what_to_change(tmp_path):
     with pytest.raises(TrajlabError) as e:
         build_sft_pool(scan, progress=False)
     assert "no error-demonstration candidates" in str(e.value) and "0 malformed calls" in str(e.value)
-    assert "--ratio 5:0:2" in e.value.hint
+    assert "ratio='5:0:2'" in e.value.hint and "--ratio 5:0:2" in e.value.render(flag_for)
     s = build_sft_pool(scan, ratio="1:0:0", val_fraction=0, progress=False)
     assert s.selected["positive"] > 0 and s.selected["error_demo"] == 0
 

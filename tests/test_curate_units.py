@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trajlab.commands.options import flag_for
 from trajlab.curate.conversation import (
     EMPTY_THINK,
     build_conversation,
@@ -104,8 +105,9 @@ def test_parse_ratio_ok(text, expected):
 def test_parse_ratio_errors_are_clear(text, fragment):
     with pytest.raises(TrajlabError) as e:
         parse_ratio(text)
-    assert fragment in str(e.value) and "--ratio" in str(e.value)
-    assert e.value.hint and "5:3:2" in e.value.hint
+    assert fragment in str(e.value) and str(e.value).startswith("ratio ") and e.value.param == "ratio"
+    assert e.value.hint and "ratio='5:3:2'" in e.value.hint
+    assert e.value.render(flag_for).startswith("--ratio ") and "e.g. --ratio 5:3:2 " in e.value.render(flag_for)
 
 
 def test_min_score_rules():
@@ -113,18 +115,21 @@ def test_min_score_rules():
     assert parse_min_score("any").mode == "any"
     r = parse_min_score("0.5")
     assert (r.mode, r.threshold) == ("threshold", 0.5)
-    with pytest.raises(TrajlabError, match="--min-score"):
+    with pytest.raises(TrajlabError, match="min_score"):
         parse_min_score("high")
 
 
 def test_option_errors():
-    with pytest.raises(TrajlabError, match="--max-tokens needs --tokenizer"):
+    with pytest.raises(TrajlabError, match="max_tokens needs tokenizer") as e:
         make_options(max_tokens=100)
-    with pytest.raises(TrajlabError, match="--style"):
+    assert e.value.param == "max_tokens" and "tokenizer='/path/to/Qwen3-8B' max_tokens=8192" in str(e.value)
+    assert e.value.render(flag_for).startswith("--max-tokens needs --tokenizer (")
+    assert "hint: e.g. --tokenizer /path/to/Qwen3-8B --max-tokens 8192" in e.value.render(flag_for)
+    with pytest.raises(TrajlabError, match="style 'chatml'"):
         make_options(style="chatml")
-    with pytest.raises(TrajlabError, match="--ood-eval needs held-back prompts"):
+    with pytest.raises(TrajlabError, match="ood_eval needs held-back prompts, but val_fraction is 0"):
         make_options(ood_eval=True, val_fraction=0)
-    with pytest.raises(TrajlabError, match="--val-fraction"):
+    with pytest.raises(TrajlabError, match="val_fraction 1.5"):
         make_options(val_fraction=1.5)
 
 

@@ -182,7 +182,7 @@ def test_run_steps_view_keeps_runs_apart(two_runs: Path) -> None:
 
 
 def test_report_compares_the_runs(two_runs: Path, tmp_path: Path) -> None:
-    from trajlab.report import report
+    from trajlab.report import ReportOptions, report
 
     html = report(two_runs, tmp_path / "r.html").read_text(encoding="utf-8")
     section = html[html.index('<h2 id="runs">'):html.index('<h2 id="overview">')]
@@ -191,5 +191,5 @@ def test_report_compares_the_runs(two_runs: Path, tmp_path: Path) -> None:
     assert "step 6" in section and "step 9" in section  # each run's own warning step
     # the per-step sections show one run (the largest that warned), named in their heading
     assert 'Run overview: <code>exp_' in html
-    only_b = report(two_runs, tmp_path / "b.html", run="exp_b").read_text(encoding="utf-8")
+    only_b = report(two_runs, tmp_path / "b.html", ReportOptions(run="exp_b")).read_text(encoding="utf-8")
     assert "Run overview: <code>exp_b</code>" in only_b and "Early warning at step 9" in only_b

@@ -29,7 +29,7 @@ from trajlab.curate.scan_tables import ScanTables, open_scan, parse_tools, restr
 from trajlab.curate.select_positive import score_flags, select_positives
 from trajlab.curate.summary import PoolSummary
 from trajlab.curate.writers import write_samples
-from trajlab.errors import TrajlabError
+from trajlab.errors import TrajlabError, param
 from trajlab.outpaths import check_out_dir, prepare_out_dir
 from trajlab.tables import write_table
 
@@ -101,13 +101,13 @@ def _no_candidates(kind: str, stats: dict[str, int], opts: PoolOptions) -> Trajl
             f"{stats.get('score_rejected', 0)} fail the score rule ({opts.score_rule.describe()})"
         )
         if stats.get("too_long"):
-            why += f", {stats['too_long']} are longer than --max-tokens"
-            fixes.append("raise --max-tokens")
+            why += f", {stats['too_long']} are longer than {param('max_tokens')}"
+            fixes.append(f"raise {param('max_tokens')}")
         if stats.get("only_score_rejected") and opts.score_rule.mode != "any":
-            fixes.append("relax the score rule (--min-score any)")
+            fixes.append(f"relax the score rule ({param('min_score', 'any')})")
         alt = _zero_ratio(opts.ratio, "positive", "hint")  # hints pair a failure with a positive: none either
         if alt:
-            fixes.append(f"build without positives and hints (--ratio {alt})")
+            fixes.append(f"build without positives and hints ({param('ratio', alt)})")
     elif kind == "error_demo":
         why = (
             f"no error-demonstration candidates: the scan has {stats.get('malformed_calls', 0)} malformed calls in "
@@ -116,11 +116,11 @@ def _no_candidates(kind: str, stats: dict[str, int], opts: PoolOptions) -> Trajl
             f"{stats.get('repair_rejected', 0)} have a repair that does not re-parse cleanly"
         )
         if stats.get("too_long"):
-            why += f", {stats['too_long']} are longer than --max-tokens"
-            fixes.append("raise --max-tokens")
+            why += f", {stats['too_long']} are longer than {param('max_tokens')}"
+            fixes.append(f"raise {param('max_tokens')}")
         alt = _zero_ratio(opts.ratio, "error_demo")
         if alt:
-            fixes.append(f"build without error demonstrations (--ratio {alt})")
+            fixes.append(f"build without error demonstrations ({param('ratio', alt)})")
         fixes.append("scan a run that has repairable malformed calls")
     else:
         why = (
@@ -128,13 +128,13 @@ def _no_candidates(kind: str, stats: dict[str, int], opts: PoolOptions) -> Trajl
             f"rollouts, and {stats.get('groups_with_failures_and_positive', 0)} of them also have a positive"
         )
         if stats.get("too_long"):
-            why += f" ({stats['too_long']} hint samples were longer than --max-tokens)"
-            fixes.append("raise --max-tokens")
+            why += f" ({stats['too_long']} hint samples were longer than {param('max_tokens')})"
+            fixes.append(f"raise {param('max_tokens')}")
         alt = _zero_ratio(opts.ratio, "hint")
         if alt:
-            fixes.append(f"build without hints (--ratio {alt})")
+            fixes.append(f"build without hints ({param('ratio', alt)})")
         if stats.get("groups_with_failures") and opts.score_rule.mode != "any":
-            fixes.append("relax the score rule (--min-score any) so failing groups have positives")
+            fixes.append(f"relax the score rule ({param('min_score', 'any')}) so failing groups have positives")
     return TrajlabError(why, hint="; or ".join(fixes) if fixes else None)
 
 
@@ -244,7 +244,8 @@ def build_sft_pool(
         raise TrajlabError(
             f"{scan_dir}: no trajectories from split(s) {', '.join(opts.source_splits)} "
             f"(the scan has: {', '.join(present) or 'no trajectories at all'})",
-            hint=(f"choose the dumps to learn from with --source-split (this scan has: --source-split {present[0]})"
+            hint=(f"choose the dumps to learn from with {param('source_splits')} (this scan has: "
+                  f"{param('source_splits', present[0])})"
                   if present else "scan dumps that hold trajectories first"),
         )
     rules = load_hint_rules(opts.rules_dirs)

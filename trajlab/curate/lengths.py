@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from trajlab.curate.samples import Sample
-from trajlab.errors import TrajlabError
+from trajlab.errors import TrajlabError, param
 
 
 def load_tokenizer(name_or_path: str) -> Any:
@@ -20,14 +20,14 @@ def load_tokenizer(name_or_path: str) -> Any:
         from transformers import AutoTokenizer
     except ImportError:
         raise TrajlabError(
-            "--tokenizer needs the `transformers` package",
+            f"{param('tokenizer')} needs the `transformers` package",
             hint="pip install 'trajlab[rescore]' (install torch==2.13.0 first)",
         ) from None
     try:
         return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False)
     except Exception as e:
         raise TrajlabError(
-            f"--tokenizer {name_or_path}: cannot load a tokenizer ({type(e).__name__}: {str(e).splitlines()[0][:200]})",
+            f"{param('tokenizer')} {name_or_path}: cannot load a tokenizer ({type(e).__name__}: {str(e).splitlines()[0][:200]})",
             hint="give a local directory with tokenizer.json / tokenizer_config.json",
         ) from None
 

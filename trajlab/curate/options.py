@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from trajlab.errors import TrajlabError
+from trajlab.errors import TrajlabError, param
 
 STYLES = ("messages", "prompt-response", "openai")
 DEFAULT_RATIO = "5:3:2"
@@ -28,20 +28,21 @@ def parse_ratio(ratio: str | tuple[float, ...] | list[float]) -> tuple[float, fl
     else:
         shown = str(ratio)
         parts = [p.strip() for p in re.split(r"[:,/]", shown.strip())] if shown.strip() else []
-    hint = "write three non-negative numbers positive:error:hint, e.g. --ratio 5:3:2 (or 1:0:0 for positives only)"
+    hint = (f"write three non-negative numbers positive:error:hint, e.g. {param('ratio', '5:3:2')} (or 1:0:0 for "
+            "positives only)")
     if len(parts) != 3:
-        raise TrajlabError(f"--ratio {shown!r}: expected 3 parts (positive:error:hint), got {len(parts)}", hint=hint)
+        raise TrajlabError(f"{param('ratio')} {shown!r}: expected 3 parts (positive:error:hint), got {len(parts)}", hint=hint)
     vals: list[float] = []
     for p in parts:
         try:
             v = float(p)
         except (TypeError, ValueError):
-            raise TrajlabError(f"--ratio {shown!r}: {p!r} is not a number", hint=hint) from None
+            raise TrajlabError(f"{param('ratio')} {shown!r}: {p!r} is not a number", hint=hint) from None
         if not math.isfinite(v) or v < 0:
-            raise TrajlabError(f"--ratio {shown!r}: {p!r} must be a finite number >= 0", hint=hint)
+            raise TrajlabError(f"{param('ratio')} {shown!r}: {p!r} must be a finite number >= 0", hint=hint)
         vals.append(v)
     if sum(vals) <= 0:
-        raise TrajlabError(f"--ratio {shown!r}: at least one part must be > 0", hint=hint)
+        raise TrajlabError(f"{param('ratio')} {shown!r}: at least one part must be > 0", hint=hint)
     return vals[0], vals[1], vals[2]
 
 
@@ -66,7 +67,7 @@ def parse_min_score(min_score: float | int | str | None) -> ScoreRule:
         return ScoreRule("group")
     if isinstance(min_score, (int, float)) and not isinstance(min_score, bool):
         if not math.isfinite(float(min_score)):
-            raise TrajlabError(f"--min-score {min_score!r} must be a finite number")
+            raise TrajlabError(f"{param('min_score')} {min_score!r} must be a finite number")
         return ScoreRule("threshold", float(min_score))
     s = str(min_score).strip().lower()
     if s in ("group", "median", "default", ""):
@@ -77,11 +78,11 @@ def parse_min_score(min_score: float | int | str | None) -> ScoreRule:
         v = float(s)
     except ValueError:
         raise TrajlabError(
-            f"--min-score {min_score!r}: expected a number, 'group' (default) or 'any'",
-            hint="e.g. --min-score 1.0 keeps trajectories scoring at least 1.0",
+            f"{param('min_score')} {min_score!r}: expected a number, 'group' (default) or 'any'",
+            hint=f"e.g. {param('min_score', 1.0)} keeps trajectories scoring at least 1.0",
         ) from None
     if not math.isfinite(v):
-        raise TrajlabError(f"--min-score {min_score!r} must be a finite number")
+        raise TrajlabError(f"{param('min_score')} {min_score!r} must be a finite number")
     return ScoreRule("threshold", v)
 
 
@@ -128,27 +129,27 @@ def make_options(
     r = parse_ratio(ratio)
     ratio_text = ":".join(f"{v:g}" for v in r)
     if style not in STYLES:
-        raise TrajlabError(f"--style {style!r}: expected one of {', '.join(STYLES)}")
+        raise TrajlabError(f"{param('style')} {style!r}: expected one of {', '.join(STYLES)}")
     if per_group < 1:
-        raise TrajlabError(f"--per-group {per_group}: must be >= 1")
+        raise TrajlabError(f"{param('per_group')} {per_group}: must be >= 1")
     if max_tokens is not None and max_tokens < 1:
-        raise TrajlabError(f"--max-tokens {max_tokens}: must be >= 1")
+        raise TrajlabError(f"{param('max_tokens')} {max_tokens}: must be >= 1")
     if max_tokens is not None and not tokenizer:
         raise TrajlabError(
-            "--max-tokens needs --tokenizer (a tokenizer directory or hub name) to count tokens",
-            hint="e.g. --tokenizer /path/to/Qwen3-8B --max-tokens 8192",
+            f"{param('max_tokens')} needs {param('tokenizer')} (a tokenizer directory or hub name) to count tokens",
+            hint=f"e.g. {param('tokenizer', '/path/to/Qwen3-8B')} {param('max_tokens', 8192)}",
         )
     if not (0.0 <= float(val_fraction) < 1.0):
-        raise TrajlabError(f"--val-fraction {val_fraction}: must be in [0, 1)")
+        raise TrajlabError(f"{param('val_fraction')} {val_fraction}: must be in [0, 1)")
     if max_samples is not None and max_samples < 1:
-        raise TrajlabError(f"--max-samples {max_samples}: must be >= 1")
+        raise TrajlabError(f"{param('max_samples')} {max_samples}: must be >= 1")
     if ood_eval and float(val_fraction) <= 0:
         raise TrajlabError(
-            "--ood-eval needs held-back prompts, but --val-fraction is 0",
-            hint="set --val-fraction > 0 (the OOD set is built from validation prompts only)",
+            f"{param('ood_eval')} needs held-back prompts, but {param('val_fraction')} is 0",
+            hint=f"set {param('val_fraction')} > 0 (the OOD set is built from validation prompts only)",
         )
     if ood_prompts < 1:
-        raise TrajlabError(f"--ood-prompts {ood_prompts}: must be >= 1")
+        raise TrajlabError(f"{param('ood_prompts')} {ood_prompts}: must be >= 1")
     splits = tuple(source_splits) or ("train",)
     if ood_format in ("", "auto"):
         ood_format = None
@@ -156,7 +157,7 @@ def make_options(
         from trajlab.toolcalls import KNOWN_FORMATS
 
         if ood_format not in KNOWN_FORMATS:
-            raise TrajlabError(f"--ood-format {ood_format!r}: expected one of {', '.join(KNOWN_FORMATS)}")
+            raise TrajlabError(f"{param('ood_format')} {ood_format!r}: expected one of {', '.join(KNOWN_FORMATS)}")
     return PoolOptions(
         ratio=r,
         ratio_text=ratio_text,

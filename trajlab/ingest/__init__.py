@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trajlab.errors import InputError
+from trajlab.errors import InputError, param
 from trajlab.ingest import openai_messages, verl_jsonl, verl_tool
 from trajlab.ingest.fields import may_hold_surrogates, replace_lone_surrogates, step_from_name
 from trajlab.model import IngestError, RawTrajectory
@@ -691,5 +691,5 @@ def validate_format_name(name: str | None) -> str | None:
     if name is None or name == "auto":
         return None
     if name not in FORMATS:
-        raise InputError(f"unknown --format {name!r}; choose one of: auto, {', '.join(FORMATS)}")
+        raise InputError(f"unknown {param('input_format')} {name!r}; choose one of: auto, {', '.join(FORMATS)}")
     return name

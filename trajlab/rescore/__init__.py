@@ -1,6 +1,6 @@
 """Teacher-force logged trajectories through checkpoints and find control-token probability spikes.
 
-:func:`rescore` is the library function behind ``trajlab rescore``. It reads a scan's tables, rebuilds each
+:func:`rescore` is the library function behind ``trajlab rescore``; :class:`RescoreOptions` holds its options. It reads a scan's tables, rebuilds each
 selected trajectory's token stream (:mod:`~trajlab.rescore.stream`), runs every checkpoint over it
 (:mod:`~trajlab.rescore.scoring`: body once per batch, LM head in chunks at assistant positions only), and writes
 per token / spike / trajectory / malformation / control-token / position / token-mass tables under
@@ -14,10 +14,11 @@ Heavy modules (torch, transformers) are imported inside the functions.
 
 from __future__ import annotations
 
-from trajlab.rescore.driver import TOKENS_MODES, rescore
+from trajlab.rescore.driver import rescore
+from trajlab.rescore.options import TOKENS_MODES, RescoreOptions
 from trajlab.rescore.summary import CheckpointSummary, RescoreSummary
 
-__all__ = ["rescore", "RescoreSummary", "CheckpointSummary", "TOKENS_MODES"]
+__all__ = ["rescore", "RescoreOptions", "RescoreSummary", "CheckpointSummary", "TOKENS_MODES"]
 
 from trajlab._callable import make_module_callable  # noqa: E402
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from trajlab.rescore.caches import SpanCache, TokenLabels
+from trajlab.rescore.options import RescoreOptions
 from trajlab.rescore.progress import progress_bar
 from trajlab.rescore.rows import mass_groups, positions_table, token_mass_rows, tokens_table
 from trajlab.rescore.summary import CheckpointSummary, fill_from_tables
@@ -32,24 +32,10 @@ def run_checkpoint(
     spans: SpanCache,
     tok: Any,
     info: Any,
+    opts: RescoreOptions,
     *,
     th: Any,
     rules: dict[str, Any],
-    rules_dirs: Sequence[str | Path],
-    device: str,
-    dtype: str,
-    tokenizer: Any,
-    trust_remote_code: bool,
-    allow_unsafe_pickle: bool,
-    cache_merged: bool,
-    device_map: str | None,
-    chunk: int | None,
-    max_batch_tokens: int,
-    tokens: str,
-    resume: bool,
-    fail_above: float | None,
-    block_size: int,
-    progress: bool,
 ) -> CheckpointSummary:
     import torch
 
@@ -74,6 +60,8 @@ def run_checkpoint(
     from trajlab.rescore.tokenizers import FIT_MARGIN, tokenizer_fit_gap
     from trajlab.tables import atomic_write_json
 
+    device, dtype, tokenizer, tokens = opts.device, opts.dtype, opts.tokenizer, opts.tokens
+    device_map, resume, progress = opts.device_map, opts.resume, opts.progress
     t0 = time.perf_counter()
     dev = resolve_device(device)
     if dev == "cuda" and info.world_size > 1 and device_map is None:
@@ -100,8 +88,8 @@ def run_checkpoint(
 
     summary = CheckpointSummary(ref.label, str(ref.path), ref.kind, ref.step, str(ldir))
     summary.skipped_resume = len(texts) - len(todo)
-    model = load_model(ref, device=dev, dtype=dtype, trust_remote_code=trust_remote_code,
-                       allow_unsafe_pickle=allow_unsafe_pickle, cache_merged=cache_merged,
+    model = load_model(ref, device=dev, dtype=dtype, trust_remote_code=opts.trust_remote_code,
+                       allow_unsafe_pickle=opts.allow_unsafe_pickle, cache_merged=opts.cache_merged,
                        device_map=device_map)  # fmt: skip
     check_tokenizer_matches(model, tok)
     cset = resolve_control_set(tok, rules)
@@ -110,7 +98,7 @@ def run_checkpoint(
     from trajlab.rescore.outputs import MASS_GROUPS
 
     scorer = ChunkedScorer(
-        model, cset.ids, cset.mask_rows(), chunk=chunk or auto_chunk(dev), max_batch_tokens=max_batch_tokens,
+        model, cset.ids, cset.mask_rows(), chunk=opts.chunk or auto_chunk(dev), max_batch_tokens=opts.max_batch_tokens,
         device=None if device_map else dev, mass_groups=len(MASS_GROUPS),
     )  # fmt: skip
     gap = tokenizer_fit_gap(scorer, tok)
@@ -129,8 +117,8 @@ def run_checkpoint(
     bar = progress_bar(progress and info.is_main, ref.label, sum(len(t.output) for t in todo))
     lp_sum = 0.0
     try:
-        for b0 in range(0, len(todo), block_size):
-            block = todo[b0 : b0 + block_size]
+        for b0 in range(0, len(todo), opts.block_size):
+            block = todo[b0 : b0 + opts.block_size]
             streams = build_streams(block, tok, spans)
             reqs, points_all, extra_maps, groups = [], [], [], []
             for tr, st in zip(block, streams, strict=True):
