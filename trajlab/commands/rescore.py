@@ -133,6 +133,8 @@ def print_summary(summary: Any, console: Any) -> None:
             t.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
         return t
 
+    for w in summary.warnings:
+        console.print(Text(f"warning: {w}", style="yellow"))
     q = summary.calibration_quantile
     t = table(
         f"rescore: {summary.trajectories_selected} trajectories against {summary.reference} (q {q:.4g})",

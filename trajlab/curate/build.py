@@ -31,6 +31,7 @@ from trajlab.curate.summary import PoolSummary
 from trajlab.curate.writers import write_samples
 from trajlab.errors import TrajlabError, param
 from trajlab.outpaths import check_out_dir, prepare_out_dir
+from trajlab.rules_match import check_scan_rules
 from trajlab.tables import write_table
 
 #: Every file name the pool writes (stale ones from an earlier run with other options are removed).
@@ -252,6 +253,10 @@ def build_sft_pool(
     counter = TokenCounter(load_tokenizer(opts.tokenizer), opts.max_tokens) if opts.tokenizer else None
     fits = counter.fits if counter is not None and opts.max_tokens is not None else None
     warnings: list[str] = []
+    match = check_scan_rules(scan_dir, opts.rules_dirs)  # repair targets are re-classified: say when rules differ
+    rules_warning = match.warning("build-sft-pool") if match is not None else None
+    if rules_warning:
+        warnings.append(rules_warning)
 
     prog = _Progress(progress)
     with prog.run():
@@ -410,4 +415,5 @@ def build_sft_pool(
         shortfall=shortfall,
         ood_rows=ood_info["rows"] if ood_info else None,
         warnings=warnings,
+        rules_match=match.as_dict() if match is not None else None,
     )

@@ -24,6 +24,7 @@ from trajlab.rescore.caches import SpanCache, TokenizerCache, TokenLabels
 from trajlab.rescore.checkpoint_run import run_checkpoint
 from trajlab.rescore.options import RescoreOptions
 from trajlab.rescore.summary import CheckpointSummary, RescoreSummary
+from trajlab.rules_match import check_scan_rules
 
 
 def _my_share(out: Path, ids: Sequence[str], info: Any) -> list[str]:
@@ -83,11 +84,18 @@ def rescore(out: str | Path, ckpts: Sequence[str | Path], options: RescoreOption
     pick_reference([(r.label, r.step) for r in refs], opts.reference)  # an unknown label fails before any scoring
     ids = select_trajectories(out, where=opts.where, steps=_as_set(opts.steps), sample=opts.sample, seed=opts.seed,
                               limit=opts.limit)
+    match = check_scan_rules(out, opts.rules_dirs)  # spans come from the classifier: say when its rules differ
 
     info = dist_mod.init_distributed()
     try:
         with _quiet_libraries():
-            return _run(out, refs, ids, info, opts, th=th, rules=rules)
+            summary = _run(out, refs, ids, info, opts, th=th, rules=rules)
+        if match is not None:
+            summary.rules_match = match.as_dict()
+            warning = match.warning("rescore")
+            if warning:
+                summary.warnings.append(warning)
+        return summary
     finally:
         dist_mod.finalize(info)
 

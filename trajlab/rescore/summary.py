@@ -67,6 +67,10 @@ class RescoreSummary:
     calibration_quantile: float = 0.999
     discovered: list[dict[str, Any]] = field(default_factory=list)
     malformation_drift: list[dict[str, Any]] = field(default_factory=list)
+    #: how the classifier rules of this rescore compare with the scan's (:class:`trajlab.rules_match.RulesMatch`)
+    rules_match: dict[str, Any] | None = None
+    #: one line each, shown with the summary (e.g. the rules differ from the scan's)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def exceeded(self) -> bool:
