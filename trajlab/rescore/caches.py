@@ -69,14 +69,15 @@ class SpanCache:
         key = (tr.trajectory_id, turn_index)
         hit = self.cache.get(key)
         if hit is None:
-            if self._analyze is None:
+            analyze = self._analyze
+            if analyze is None:
                 from trajlab.toolcalls import analyze_turn
 
-                self._analyze = analyze_turn
+                analyze = self._analyze = analyze_turn
             from trajlab.model import TurnContext
 
             ctx = TurnContext(schema_known=bool(tr.tools))
-            analysis = self._analyze(
+            analysis = analyze(
                 text, tool_format=tr.tool_format or "none", tools=tr.tools, context=ctx, rules_dirs=self.rules_dirs
             )
             hit = list(analysis.spans)

@@ -123,7 +123,8 @@ def run_checkpoint(
             reqs, points_all, extra_maps, groups = [], [], [], []
             for tr, st in zip(block, streams, strict=True):
                 points = find_malformation_points(tr, st, malformed.get(tr.trajectory_id, []), tok, im_end_id)
-                extra, emap = [], {}
+                extra: list[tuple[int, int]] = []
+                emap: dict[int, int] = {}
                 for i, p in enumerate(points):
                     if p.index is not None and p.repaired_token_id is not None:
                         emap[i] = len(extra)

@@ -1,13 +1,7 @@
-"""Teacher-force logged trajectories through checkpoints and find control-token probability spikes.
-
-:func:`rescore` is the library function behind ``trajlab rescore``. It reads a scan's tables, rebuilds each
-selected trajectory's token stream (:mod:`~trajlab.rescore.stream`), runs every checkpoint over it
-(:mod:`~trajlab.rescore.scoring`: body once per batch, LM head in chunks at assistant positions only), and writes
-per token / spike / trajectory / malformation / control-token / position / token-mass tables under
-``OUT/rescore/<label>/`` plus ``OUT/rescore/compare.parquet`` (:mod:`~trajlab.rescore.outputs`). Then every
-checkpoint is compared with the reference (:mod:`~trajlab.rescore.drift`: calibrated spikes, paired drift,
-discovered tokens). Under ``torchrun`` each rank scores its shard and rank 0 merges and compares
-(:mod:`~trajlab.rescore.distributed`).
+"""The rescore driver: :func:`rescore` validates the scan, resolves checkpoints and the reference, selects
+trajectories, scores this rank's share with every checkpoint (:func:`~trajlab.rescore.checkpoint_run.run_checkpoint`)
+and, on rank 0, writes the comparison tables and compares every checkpoint with the reference
+(:func:`apply_drift`). What it does end to end: :mod:`trajlab.rescore`.
 
 Heavy modules (torch, transformers) are imported inside the functions.
 """
@@ -36,7 +30,6 @@ def _my_share(out: Path, ids: Sequence[str], info: Any) -> list[str]:
     lengths = text_lengths(out, ids)
     order = sorted(ids, key=lambda t: (-lengths.get(t, 0), t))
     return shard(order, info)
-
 
 
 # ------------------------------------------------------------------------------------------------ main
@@ -126,7 +119,7 @@ class _quiet_libraries:  # noqa: N801 - used as a context manager
         self._warn.__exit__(*exc)
 
 
-def _as_set(steps: frozenset[int] | Any) -> set[int] | None:
+def _as_set(steps: Any) -> set[int] | None:
     """Steps of the options as the selection functions take them (None: every step)."""
     return None if steps is None else set(steps)
 

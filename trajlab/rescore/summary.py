@@ -117,6 +117,8 @@ def fill_from_tables(s: CheckpointSummary, ldir: Path) -> None:
         s.malformed_preferred = int(pc.sum(pc.greater(mp, rp).cast(pa.int64())).as_py() or 0)
         import polars as pl
 
-        df = pl.from_arrow(both.select(["categories", "log_odds"])).explode("categories")
+        frame = pl.from_arrow(both.select(["categories", "log_odds"]))
+        assert isinstance(frame, pl.DataFrame)  # a table gives a frame (a bare array would give a Series)
+        df = frame.explode("categories")
         med = df.group_by("categories").agg(pl.col("log_odds").median()).sort("categories")
         s.log_odds_by_category = {r["categories"]: float(r["log_odds"]) for r in med.to_dicts() if r["categories"]}
