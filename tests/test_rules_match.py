@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from trajlab.cli import main
-from trajlab.curate import build_sft_pool
+from trajlab.curate import PoolOptions, build_sft_pool
 from trajlab.rules_match import check_scan_rules, classifier_hash
 from trajlab.scan import scan
 
@@ -77,7 +77,7 @@ def test_no_manifest_no_check(tmp_path):
 def test_pool_says_when_rules_differ(pack_scan, tmp_path, capsys):
     scan_copy = tmp_path / "scan"
     shutil.copytree(pack_scan, scan_copy)
-    same = build_sft_pool(scan_copy, tmp_path / "same", rules_dirs=[PACK], progress=False)
+    same = build_sft_pool(scan_copy, tmp_path / "same", PoolOptions(rules_dirs=[PACK]), progress=False)
     assert same.rules_match["same"] is True
     assert not any("other rules" in w for w in same.warnings)
     other = build_sft_pool(scan_copy, tmp_path / "other", progress=False)

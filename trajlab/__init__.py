@@ -25,6 +25,7 @@ _API = {
     "rescore": "trajlab.rescore",
     "RescoreOptions": "trajlab.rescore",
     "build_sft_pool": "trajlab.curate",
+    "PoolOptions": "trajlab.curate",
     "connect": "trajlab.query",
     "sql": "trajlab.query",
     "report": "trajlab.report",
