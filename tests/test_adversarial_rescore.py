@@ -91,5 +91,5 @@ def test_resume_with_other_options_refuses(tmp_path):
     outputs.check_resume_options(tmp_path, "ckpt", json.loads(json.dumps(opts)))  # the same: continues
     for key, value in (("tokens_mode", "calls"), ("dtype", "float32"),
                        ("thresholds", {**opts["thresholds"], "intrusion": 0.9})):
-        with pytest.raises(TrajlabError, match=f"--resume.*{key}"):
+        with pytest.raises(TrajlabError, match=f"resume: .*{key}"):
             outputs.check_resume_options(tmp_path, "ckpt", {**opts, key: value})

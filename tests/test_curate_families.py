@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import trajlab
-from trajlab.curate import build_sft_pool
+from trajlab.curate import PoolOptions, build_sft_pool
 from trajlab.toolcalls import check_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ def test_family_pool_loads_with_datasets(family, tmp_path):
     scan = tmp_path / "scan"
     trajlab.scan([SAMPLE / f"{family}_run"], scan, progress=False)
     pool = tmp_path / "pool"
-    s = build_sft_pool(scan, pool, val_fraction=0.2, progress=False)
+    s = build_sft_pool(scan, pool, PoolOptions(val_fraction=0.2), progress=False)
     assert s.selected["error_demo"] > 0 and s.selected["hint"] > 0
     for name in ("train", "val", "error_demo", "hint", "positive"):
         ds = load_dataset("parquet", data_files=str(pool / f"{name}.parquet"), split="train")
@@ -63,7 +63,7 @@ def test_ood_reformatted_targets_any_family(family, hermes_scan, tmp_path):
     from trajlab.analyze import prompt_facts
 
     pool = tmp_path / "pool"
-    build_sft_pool(hermes_scan, pool, val_fraction=0.2, ood_eval=True, ood_format=family, progress=False)
+    build_sft_pool(hermes_scan, pool, PoolOptions(val_fraction=0.2, ood_eval=True, ood_format=family), progress=False)
     ood = load_dataset("parquet", data_files=str(pool / "ood_eval.parquet"), split="train")
     ref = [r for r in ood if r["variant"].endswith("reformatted")]
     assert ref and all(r["tool_format"] == family and r["source_tool_format"] == "hermes" for r in ref)
@@ -80,6 +80,6 @@ def test_ood_reformatted_targets_any_family(family, hermes_scan, tmp_path):
 def test_unknown_ood_format_is_a_one_line_error(hermes_scan, tmp_path):
     from trajlab.errors import TrajlabError
 
-    with pytest.raises(TrajlabError, match="--ood-format 'llama'"):
-        build_sft_pool(hermes_scan, tmp_path / "p", val_fraction=0.2, ood_eval=True, ood_format="llama",
+    with pytest.raises(TrajlabError, match="ood_format 'llama'"):
+        build_sft_pool(hermes_scan, tmp_path / "p", PoolOptions(val_fraction=0.2, ood_eval=True, ood_format="llama"),
                        progress=False)

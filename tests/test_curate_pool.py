@@ -27,7 +27,8 @@ import pyarrow.parquet as pq
 import pytest
 from helpers.curate_runs import scan_dir, write_clean_run, write_hermes_run, write_xml_run
 
-from trajlab.curate import build_sft_pool
+from trajlab.commands.options import flag_for
+from trajlab.curate import PoolOptions, build_sft_pool
 from trajlab.curate.conversation import split_think, trained_text
 from trajlab.errors import TableError, TrajlabError
 
@@ -60,7 +61,7 @@ def sample_scan(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sample_pool(sample_scan):
     pool = sample_scan / "sft_pool"
-    summary = build_sft_pool(sample_scan, pool, val_fraction=0.2, ood_eval=True, progress=False)
+    summary = build_sft_pool(sample_scan, pool, PoolOptions(val_fraction=0.2, ood_eval=True), progress=False)
     return pool, summary
 
 
@@ -353,20 +354,20 @@ def test_ood_eval_renames_tools_and_switches_format(sample_pool):
 
 
 def test_same_input_and_seed_give_the_same_bytes(xml_scan, tmp_path):
-    a = build_sft_pool(xml_scan, tmp_path / "a", val_fraction=0.25, progress=False)
+    a = build_sft_pool(xml_scan, tmp_path / "a", PoolOptions(val_fraction=0.25), progress=False)
     first = {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir()}
-    build_sft_pool(xml_scan, tmp_path / "a", val_fraction=0.25, progress=False)
+    build_sft_pool(xml_scan, tmp_path / "a", PoolOptions(val_fraction=0.25), progress=False)
     assert {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir()} == first
-    build_sft_pool(xml_scan, tmp_path / "b", val_fraction=0.25, progress=False)
+    build_sft_pool(xml_scan, tmp_path / "b", PoolOptions(val_fraction=0.25), progress=False)
     for name, data in first.items():
         if name.endswith(".parquet"):
             assert (tmp_path / "b" / name).read_bytes() == data, name
-    c = build_sft_pool(xml_scan, tmp_path / "c", val_fraction=0.25, seed=7, progress=False)
+    c = build_sft_pool(xml_scan, tmp_path / "c", PoolOptions(val_fraction=0.25, seed=7), progress=False)
     assert a.candidates == c.candidates
 
 
 def test_small_run_error_demo_context_and_feedback(xml_scan, tmp_path):
-    s = build_sft_pool(xml_scan, tmp_path / "p", val_fraction=0.0, progress=False)
+    s = build_sft_pool(xml_scan, tmp_path / "p", PoolOptions(val_fraction=0.0), progress=False)
     demos = rows(tmp_path / "p" / "error_demo.parquet")
     assert s.candidates["error_demo"] == len(demos) > 0
     cats = {c for r in demos for c in r["categories"]}
@@ -390,7 +391,7 @@ def test_small_run_error_demo_context_and_feedback(xml_scan, tmp_path):
 def test_other_styles(xml_scan, tmp_path, style):
     from datasets import List, Value, load_dataset
 
-    s = build_sft_pool(xml_scan, tmp_path / style, style=style, val_fraction=0.25, progress=False)
+    s = build_sft_pool(xml_scan, tmp_path / style, PoolOptions(style=style, val_fraction=0.25), progress=False)
     msg = {"role": Value("string"), "content": Value("string")}
     call = {"type": Value("string"), "function": {"name": Value("string"), "arguments": Value("string")}}
     for f in pool_files(tmp_path / style):
@@ -426,20 +427,21 @@ def test_other_styles(xml_scan, tmp_path, style):
 @pytest.mark.slow  # > 5 s on 2 shared cores
 def test_max_tokens_with_real_tokenizer(xml_scan, tmp_path):
     tok = qwen3_tokenizer_dir()
-    big = build_sft_pool(xml_scan, tmp_path / "all", tokenizer=tok, val_fraction=0, progress=False)
+    big = build_sft_pool(xml_scan, tmp_path / "all", PoolOptions(tokenizer=tok, val_fraction=0), progress=False)
     lens = sorted(r["n_tokens"] for r in rows(tmp_path / "all" / "positive.parquet"))
     assert lens and all(n > 100 for n in lens) and lens[0] < lens[-1]
     cut = lens[0]
     # the alias loads the same tokenizer (build-sft-pool and rescore share one loader)
-    small = build_sft_pool(xml_scan, tmp_path / "cut", tokenizer="qwen3", max_tokens=cut, val_fraction=0,
-                           ratio="1:0:0", progress=False)
+    small = build_sft_pool(xml_scan, tmp_path / "cut",
+                           PoolOptions(tokenizer="qwen3", max_tokens=cut, val_fraction=0, ratio="1:0:0"),
+                           progress=False)
     kept = rows(tmp_path / "cut" / "positive.parquet")
     assert kept and all(r["n_tokens"] <= cut for r in kept)
     assert small.stats["positive"]["too_long"] > 0 and small.candidates["positive"] <= big.candidates["positive"]
 
 
 def test_max_samples_reports_achieved_mix_when_a_kind_is_short(xml_scan, tmp_path):
-    s = build_sft_pool(xml_scan, tmp_path / "p", max_samples=10_000, val_fraction=0, progress=False)
+    s = build_sft_pool(xml_scan, tmp_path / "p", PoolOptions(max_samples=10_000, val_fraction=0), progress=False)
     assert sum(s.selected.values()) == sum(s.candidates.values())
     assert s.shortfall and "achieved mix" in s.shortfall and s.ratio_achieved != "5:3:2"
     card = (tmp_path / "p" / "README.md").read_text(encoding="utf-8")
@@ -448,7 +450,7 @@ def test_max_samples_reports_achieved_mix_when_a_kind_is_short(xml_scan, tmp_pat
 
 def test_hermes_run_pool(tmp_path):
     scan = scan_dir(write_hermes_run(tmp_path), tmp_path / "out")
-    s = build_sft_pool(scan, tmp_path / "pool", ratio="1:0:1", val_fraction=0, progress=False)
+    s = build_sft_pool(scan, tmp_path / "pool", PoolOptions(ratio="1:0:1", val_fraction=0), progress=False)
     pos = rows(tmp_path / "pool" / "positive.parquet")
     assert s.selected["positive"] > 0 and all(r["enable_thinking"] is False for r in pos)
     assert all(r["tool_format"] == "hermes" for r in pos)
@@ -474,14 +476,14 @@ def test_zero_error_demo_candidates_says_why_and_what_to_change(tmp_path):
     with pytest.raises(TrajlabError) as e:
         build_sft_pool(scan, progress=False)
     assert "no error-demonstration candidates" in str(e.value) and "0 malformed calls" in str(e.value)
-    assert "--ratio 5:0:2" in e.value.hint
-    s = build_sft_pool(scan, ratio="1:0:0", val_fraction=0, progress=False)
+    assert "ratio='5:0:2'" in e.value.hint and "--ratio 5:0:2" in e.value.render(flag_for)
+    s = build_sft_pool(scan, None, PoolOptions(ratio="1:0:0", val_fraction=0), progress=False)
     assert s.selected["positive"] > 0 and s.selected["error_demo"] == 0
 
 
 def test_zero_positive_candidates_message(xml_scan, tmp_path):
     with pytest.raises(TrajlabError) as e:
-        build_sft_pool(xml_scan, tmp_path / "p", min_score=5.0, progress=False)
+        build_sft_pool(xml_scan, tmp_path / "p", PoolOptions(min_score=5.0), progress=False)
     assert "no positive candidates" in str(e.value) and "fail the score rule (score >= 5)" in str(e.value)
 
 
@@ -538,7 +540,8 @@ def test_rescore_results_rank_positives_and_error_demos(xml_scan, tmp_path):
 
     scan = tmp_path / "scan"
     shutil.copytree(xml_scan, scan, ignore=shutil.ignore_patterns("sft_pool"))
-    build_sft_pool(scan, tmp_path / "before", per_group=1, ratio="1:0:0", val_fraction=0, progress=False)
+    build_sft_pool(scan, tmp_path / "before", PoolOptions(per_group=1, ratio="1:0:0", val_fraction=0),
+                   progress=False)
     before = {r["group_id"]: r["trajectory_id"] for r in rows(tmp_path / "before" / "positive.parquet")}
     traj = pq.read_table(scan / "trajectories.parquet").to_pylist()
     calls = [r for r in pq.read_table(scan / "calls.parquet").to_pylist() if r["status"] == "malformed"]
@@ -546,8 +549,8 @@ def test_rescore_results_rank_positives_and_error_demos(xml_scan, tmp_path):
     intrusion = {r["trajectory_id"]: (0.9 if r["trajectory_id"] in before.values() else 0.1) for r in traj}
     boosted = sorted(c["call_id"] for c in calls if "stray_attribute" in c["categories"])[-1]
     _write_rescore(scan, "global_step_140", intrusion, {c["call_id"]: (5.0 if c["call_id"] == boosted else -1.0) for c in calls})
-    s = build_sft_pool(scan, tmp_path / "after", per_group=1, ratio="1:1:0", val_fraction=0,
-                       max_samples=4, progress=False)  # 2 error demos: one per primary category
+    s = build_sft_pool(scan, tmp_path / "after", PoolOptions(per_group=1, ratio="1:1:0", val_fraction=0, max_samples=4),
+                       progress=False)  # 2 error demos: one per primary category
     after = {r["group_id"]: r["trajectory_id"] for r in rows(tmp_path / "after" / "positive.parquet")}
     changed = [g for g in before if after.get(g) != before[g]]
     assert changed, "with equal scores the calmer trajectory (lower intrusion mass) must be preferred"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from trajlab.commands.options import flag_for
 from trajlab.curate.conversation import (
     EMPTY_THINK,
     build_conversation,
@@ -15,7 +18,7 @@ from trajlab.curate.conversation import (
 from trajlab.curate.hints import fill, load_hint_rules, with_hint
 from trajlab.curate.mix import allocate, exact_ratio_size, largest_remainder, split_prompts
 from trajlab.curate.ood import locate_tool_block, rename_tools
-from trajlab.curate.options import make_options, parse_min_score, parse_ratio
+from trajlab.curate.options import PoolOptions, parse_min_score, parse_ratio
 from trajlab.errors import TrajlabError
 
 
@@ -104,8 +107,9 @@ def test_parse_ratio_ok(text, expected):
 def test_parse_ratio_errors_are_clear(text, fragment):
     with pytest.raises(TrajlabError) as e:
         parse_ratio(text)
-    assert fragment in str(e.value) and "--ratio" in str(e.value)
-    assert e.value.hint and "5:3:2" in e.value.hint
+    assert fragment in str(e.value) and str(e.value).startswith("ratio ") and e.value.param == "ratio"
+    assert e.value.hint and "ratio='5:3:2'" in e.value.hint
+    assert e.value.render(flag_for).startswith("--ratio ") and "e.g. --ratio 5:3:2 " in e.value.render(flag_for)
 
 
 def test_min_score_rules():
@@ -113,19 +117,34 @@ def test_min_score_rules():
     assert parse_min_score("any").mode == "any"
     r = parse_min_score("0.5")
     assert (r.mode, r.threshold) == ("threshold", 0.5)
-    with pytest.raises(TrajlabError, match="--min-score"):
+    with pytest.raises(TrajlabError, match="min_score"):
         parse_min_score("high")
 
 
 def test_option_errors():
-    with pytest.raises(TrajlabError, match="--max-tokens needs --tokenizer"):
-        make_options(max_tokens=100)
-    with pytest.raises(TrajlabError, match="--style"):
-        make_options(style="chatml")
-    with pytest.raises(TrajlabError, match="--ood-eval needs held-back prompts"):
-        make_options(ood_eval=True, val_fraction=0)
-    with pytest.raises(TrajlabError, match="--val-fraction"):
-        make_options(val_fraction=1.5)
+    with pytest.raises(TrajlabError, match="max_tokens needs tokenizer") as e:
+        PoolOptions(max_tokens=100)
+    assert e.value.param == "max_tokens" and "tokenizer='/path/to/Qwen3-8B' max_tokens=8192" in str(e.value)
+    assert e.value.render(flag_for).startswith("--max-tokens needs --tokenizer (")
+    assert "hint: e.g. --tokenizer /path/to/Qwen3-8B --max-tokens 8192" in e.value.render(flag_for)
+    with pytest.raises(TrajlabError, match="style 'chatml'"):
+        PoolOptions(style="chatml")
+    with pytest.raises(TrajlabError, match="ood_eval needs held-back prompts, but val_fraction is 0"):
+        PoolOptions(ood_eval=True, val_fraction=0)
+    with pytest.raises(TrajlabError, match="val_fraction 1.5"):
+        PoolOptions(val_fraction=1.5)
+
+
+def test_pool_options_parse_once():
+    o = PoolOptions(ratio="5, 0, 2", min_score="1.5", rules_dirs=[Path("rules/x")], runs=["b", "a", "b"],
+                    source_splits=[], ood_format="auto", per_group=3)
+    assert o.ratio_parts == (5.0, 0.0, 2.0) and o.ratio_text == "5:0:2" and o.ratio == "5, 0, 2"
+    assert (o.score_rule.mode, o.score_rule.threshold) == ("threshold", 1.5)
+    assert o.rules_dirs == ("rules/x",) and o.runs == ("b", "a") and o.source_splits == ("train",)
+    assert o.ood_format is None and PoolOptions(ratio=[1, 0, 0]).ratio_text == "1:0:0"
+    assert PoolOptions().score_rule.mode == "group"
+    with pytest.raises(AttributeError):
+        o.seed = 1  # type: ignore[misc]
 
 
 def test_largest_remainder_and_exact_ratio():

@@ -18,6 +18,7 @@ from helpers.query_run import build_run
 
 import trajlab
 from trajlab.cli import main
+from trajlab.commands.options import flag_for
 from trajlab.errors import TableError, TrajlabError
 from trajlab.query import HELPERS, connect, export, list_views, preview, sql
 from trajlab.tables import SCAN_TABLES
@@ -202,8 +203,9 @@ def test_exports_round_trip(run: Path, tmp_path: Path) -> None:
     assert json.loads((tmp_path / "e.json").read_text()) == []
     with pytest.raises(TrajlabError, match="refusing to overwrite"):
         export(run, q, "parquet", run / "steps.parquet")
-    with pytest.raises(TrajlabError, match="needs -o"):
+    with pytest.raises(TrajlabError, match="fmt='parquet' needs dest") as e:
         export(run, q, "parquet", None)
+    assert e.value.render(flag_for) == "--format parquet needs -o FILE"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 

@@ -30,6 +30,7 @@ from helpers.rescore_fixtures import (  # noqa: E402
     write_fsdp_shards,
 )
 
+from trajlab.commands.options import flag_for  # noqa: E402
 from trajlab.errors import CheckpointError, MissingDependencyError  # noqa: E402
 from trajlab.rescore.checkpoints import (  # noqa: E402
     MERGED_CACHE_DIRNAME,
@@ -178,7 +179,7 @@ def test_unsafe_pickle_refused_unless_allowed(run, tmp_path):
     rewrite_shards(actor, lambda rank, sd: UntrustedStateDict(sd))
     with pytest.raises(CheckpointError, match=r"refused to unpickle \(weights_only=True\)") as err:
         merge_fsdp_shards(actor)
-    assert "--allow-unsafe-pickle" in str(err.value)
+    assert "allow_unsafe_pickle" in str(err.value) and "--allow-unsafe-pickle" in err.value.render(flag_for)
     merged = merge_fsdp_shards(actor, allow_unsafe_pickle=True)
     ref = torch.load(run["root"] / "q3_ref.pt", weights_only=True)
     assert all(torch.equal(merged[k], ref[k]) for k in ref)
@@ -280,7 +281,7 @@ def test_dtype_and_device_choices(run):
     (ref,) = resolve_checkpoints([run["q2"]])
     assert next(load_model(ref, dtype="bf16").parameters()).dtype == torch.bfloat16
     assert resolve_dtype("auto", "cpu") == torch.float32
-    with pytest.raises(CheckpointError, match="--dtype int8"):
+    with pytest.raises(CheckpointError, match="dtype int8"):
         load_model(ref, dtype="int8")
     if not torch.cuda.is_available():
         with pytest.raises(CheckpointError, match="no CUDA device"):
@@ -327,7 +328,7 @@ def test_config_errors(run, tmp_path):
     (d / "config.json").write_text(json.dumps({**cfg, "model_type": "xmodel", "auto_map": auto_map}))
     with pytest.raises(CheckpointError, match="needs its own code") as err:
         load_model(ref)
-    assert "--trust-remote-code" in str(err.value)
+    assert "trust_remote_code" in str(err.value) and "--trust-remote-code" in err.value.render(flag_for)
 
 
 # ------------------------------------------------------------------------------------------ resolving

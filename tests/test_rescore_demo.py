@@ -23,7 +23,7 @@ from rich.console import Console  # noqa: E402
 
 from trajlab.commands.rescore import print_summary  # noqa: E402
 from trajlab.report import report  # noqa: E402
-from trajlab.rescore import rescore  # noqa: E402
+from trajlab.rescore import RescoreOptions, rescore  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "sample_data" / "demo_checkpoints"
@@ -38,7 +38,7 @@ def scanned(sample_xml_scan) -> Path:
 
 def _rescored(scanned: Path, dest: Path, **kw):
     out = shutil.copytree(scanned, dest)
-    return out, rescore(out, [DEMO], progress=False, **kw)
+    return out, rescore(out, [DEMO], RescoreOptions(progress=False, **kw))
 
 
 @pytest.fixture(scope="module")

@@ -169,11 +169,11 @@ def test_reference_choice_and_errors(cases):
     out, _ = cases
     assert pick_reference([("b", 80), ("a", 20), ("c", None)], "first") == "a"
     assert pick_reference([("b", 80), ("a", 20)], "b") == "b"
-    with pytest.raises(TrajlabError, match="--reference 'x'.*labels: b, a"):
+    with pytest.raises(TrajlabError, match="reference 'x'.*labels: b, a"):
         pick_reference([("b", 80), ("a", 20)], "x")
     d = _compare(out, ["ref", "same", "confident", "moved"], reference="moved")
     assert d.reference == "moved" and d.checkpoints["moved"].calibrated_spike_rate <= 1 - Q
-    with pytest.raises(TrajlabError, match="calibration-quantile"):
+    with pytest.raises(TrajlabError, match="calibration_quantile 1.0"):
         compare_to_reference(out, [("ref", 1)], quantile=1.0)
 
 

@@ -18,7 +18,7 @@ from helpers.rescore_scan_data import checkpoints, scan_run  # noqa: E402
 
 from trajlab.cli import main  # noqa: E402
 from trajlab.errors import TableError, TrajlabError  # noqa: E402
-from trajlab.rescore import rescore  # noqa: E402
+from trajlab.rescore import RescoreOptions, rescore  # noqa: E402
 from trajlab.rescore.outputs import PER_CHECKPOINT, parts_dir  # noqa: E402
 
 TABLES = [k for k, _ in PER_CHECKPOINT]
@@ -29,7 +29,7 @@ def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rescore_e2e")
     out = scan_run(tmp)
     a, b = checkpoints(tmp)
-    summary = rescore(out, [a, b], progress=False, block_size=5)
+    summary = rescore(out, [a, b], RescoreOptions(progress=False, block_size=5))
     return {"tmp": tmp, "out": out, "a": a, "b": b, "summary": summary}
 
 
@@ -146,7 +146,8 @@ def test_compare_table(run):
 def test_selection_tokens_calls_and_thresholds(run, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(run["out"], out, ignore=shutil.ignore_patterns("rescore"))
-    s = rescore(out, [run["a"]], steps="3-4", sample=2, seed=1, tokens="calls", tau_dropout=0.0, progress=False)
+    s = rescore(out, [run["a"]], RescoreOptions(steps="3-4", sample=2, seed=1, tokens="calls", tau_dropout=0.0,
+                                                progress=False))
     c = s.checkpoints[0]
     ts = _read(out, "ckpt_a", "trajectory_scores").to_pylist()
     assert s.trajectories_selected == 4 and {r["step"] for r in ts} == {3, 4}
@@ -164,7 +165,7 @@ def test_selection_tokens_calls_and_thresholds(run, tmp_path):
     assert len(tok) < c.scored_tokens
     import trajlab  # the public API: trajlab.rescore is callable although it is also a package
 
-    s2 = trajlab.rescore(out, [run["a"]], where="score = 0", tokens="none", progress=False)
+    s2 = trajlab.rescore(out, [run["a"]], trajlab.RescoreOptions(where="score = 0", tokens="none", progress=False))
     assert s2.trajectories_selected == 4
     assert _read(out, "ckpt_a", "tokens").num_rows == 0
 
@@ -186,13 +187,13 @@ def test_resume_after_interruption(run, tmp_path, monkeypatch):
 
     monkeypatch.setattr(scoring.ChunkedScorer, "score", flaky)
     with pytest.raises(KeyboardInterrupt):
-        rescore(out, [run["b"]], block_size=4, progress=False)
+        rescore(out, [run["b"]], RescoreOptions(block_size=4, progress=False))
     monkeypatch.setattr(scoring.ChunkedScorer, "score", real)
     pdir = parts_dir(out, "ckpt_b")
     assert len(list((pdir / "trajectory_scores").glob("*.parquet"))) == 2
     # a half-written part (tokens without trajectory_scores) must be dropped on resume
     shutil.copy(next((pdir / "tokens").glob("*.parquet")), pdir / "tokens" / "r000-000099.parquet")
-    s = rescore(out, [run["b"]], block_size=4, resume=True, progress=False)
+    s = rescore(out, [run["b"]], RescoreOptions(block_size=4, resume=True, progress=False))
     c = s.checkpoints[0]
     assert c.skipped_resume == 8 and c.trajectories == 12
     fresh = _read(run["out"], "ckpt_b", "trajectory_scores").to_pandas().set_index("trajectory_id").sort_index()
@@ -202,7 +203,7 @@ def test_resume_after_interruption(run, tmp_path, monkeypatch):
     tok_fresh = _read(run["out"], "ckpt_b", "tokens").num_rows
     assert _read(out, "ckpt_b", "tokens").num_rows == tok_fresh  # no duplicated part
     # resuming a finished run scores nothing new and keeps every row
-    s = rescore(out, [run["b"]], resume=True, progress=False)
+    s = rescore(out, [run["b"]], RescoreOptions(resume=True, progress=False))
     assert s.checkpoints[0].skipped_resume == 12 and s.checkpoints[0].trajectories == 12
     assert _read(out, "ckpt_b", "tokens").num_rows == tok_fresh
 
@@ -238,7 +239,7 @@ def test_copy_of_the_reference_and_drift_tables(run, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(run["out"], out, ignore=shutil.ignore_patterns("rescore"))
     twin = shutil.copytree(run["a"], tmp_path / "twin")
-    s = rescore(out, [run["a"], twin, run["b"]], progress=False, calibration_quantile=0.99)
+    s = rescore(out, [run["a"], twin, run["b"]], RescoreOptions(progress=False, calibration_quantile=0.99))
     a, t, b = s.checkpoints
     assert s.reference == "ckpt_a" and a.calibrated_units > 1000
     assert t.calibrated_spike_rate == a.calibrated_spike_rate <= 0.01 < b.calibrated_spike_rate
@@ -263,8 +264,8 @@ def test_copy_of_the_reference_and_drift_tables(run, tmp_path):
 def test_bad_input_is_one_line(run, tmp_path, capsys):
     with pytest.raises(TableError):
         rescore(tmp_path, [run["a"]])
-    with pytest.raises(TrajlabError, match="--where"):
-        rescore(run["out"], [run["a"]], where="no_such_column = 1")
+    with pytest.raises(TrajlabError, match="where 'no_such_column = 1'"):
+        rescore(run["out"], [run["a"]], RescoreOptions(where="no_such_column = 1"))
     assert main(["rescore", str(tmp_path), "--ckpt", str(run["a"])]) == 2
     err = capsys.readouterr().err
     assert "trajectories.parquet" in err and "Traceback" not in err

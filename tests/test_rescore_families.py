@@ -24,7 +24,7 @@ from helpers.rescore_fixtures import (  # noqa: E402
 )
 
 import trajlab  # noqa: E402
-from trajlab.rescore import rescore  # noqa: E402
+from trajlab.rescore import RescoreOptions, rescore  # noqa: E402
 from trajlab.rescore.stream import TrajectoryText, build_streams  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
@@ -68,7 +68,7 @@ def test_rescore_family_run_on_cpu(fmt, tmp_path):
     ckpt = save_tiny_model(tmp_path / "ckpt", model_type, vocab_size=len(tok), seed=0,
                            eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     copy_tokenizer(tok_dir, ckpt)
-    summary = rescore(out, [ckpt], progress=False, block_size=8)
+    summary = rescore(out, [ckpt], RescoreOptions(progress=False, block_size=8))
     c = summary.checkpoints[0]
     n = pq.read_table(out / "trajectories.parquet").num_rows
     assert c.trajectories == n == 16 and c.scored_tokens > 0

@@ -57,13 +57,13 @@ def test_gpu_bf16_chunked_equals_bf16_full_logits():
 def test_rescore_on_cuda_matches_cpu(tmp_path):
     import pyarrow.parquet as pq
 
-    from trajlab.rescore import rescore
+    from trajlab.rescore import RescoreOptions, rescore
 
     out = scan_run(tmp_path)
     a, _ = checkpoints(tmp_path)
-    rescore(out, [a], device="cpu", progress=False)
+    rescore(out, [a], RescoreOptions(device="cpu", progress=False))
     cpu = pq.read_table(out / "rescore" / "ckpt_a" / "tokens.parquet").to_pandas().sort_values(["trajectory_id", "position"])
-    rescore(out, [a], device="cuda", dtype="float32", progress=False)
+    rescore(out, [a], RescoreOptions(device="cuda", dtype="float32", progress=False))
     gpu = pq.read_table(out / "rescore" / "ckpt_a" / "tokens.parquet").to_pandas().sort_values(["trajectory_id", "position"])
     assert (cpu.token_id.to_numpy() == gpu.token_id.to_numpy()).all()
     np.testing.assert_allclose(cpu.logprob.to_numpy(), gpu.logprob.to_numpy(), atol=1e-3)

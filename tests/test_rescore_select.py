@@ -47,7 +47,7 @@ def test_parse_steps():
     assert parse_steps("60,120") == {60, 120}
     assert parse_steps("80-83, 90") == {80, 81, 82, 83, 90}
     assert parse_steps([1, 2]) == {1, 2}
-    with pytest.raises(TrajlabError, match="--steps"):
+    with pytest.raises(TrajlabError, match="steps: cannot read"):
         parse_steps("ten")
     with pytest.raises(TrajlabError):
         parse_steps("9-3")
@@ -62,7 +62,7 @@ def test_where_steps_limit(tmp_path):
     sub = select_trajectories(out, where="trajectory_id IN (SELECT trajectory_id FROM calls WHERE status = 'malformed')")
     assert sub == bad
     assert select_trajectories(out, steps={1, 3}, limit=4) == ["s1-t00", "s1-t01", "s1-t02", "s1-t03"]
-    with pytest.raises(TrajlabError, match="--where"):
+    with pytest.raises(TrajlabError, match="where 'nonsense_col > 1'"):
         select_trajectories(out, where="nonsense_col > 1")
     sft = select_trajectories(out, where="run = 'sft'")  # runs are a column of trajectories
     assert len(sft) == 15 and all(int(t[-2:]) >= 5 for t in sft)

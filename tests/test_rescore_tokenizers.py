@@ -21,6 +21,7 @@ from helpers.rescore_fixtures import (  # noqa: E402
     save_tiny_model,
 )
 
+from trajlab.commands.options import flag_for  # noqa: E402
 from trajlab.errors import CheckpointError  # noqa: E402
 from trajlab.rescore import tokenizers as tkz  # noqa: E402
 from trajlab.rescore.checkpoints import resolve_checkpoints  # noqa: E402
@@ -143,7 +144,7 @@ def test_load_tokenizer_sources(tmp_path):
     (ref,) = resolve_checkpoints([d])
     with pytest.raises(CheckpointError, match="checkpoint no_tok: no tokenizer files") as err:
         tkz.load_tokenizer(ref)
-    assert "--tokenizer" in str(err.value)
+    assert "tokenizer" in str(err.value) and "--tokenizer" in err.value.render(flag_for)
     (d / "tokenizer_config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="cannot load the tokenizer"):
         tkz.load_tokenizer(ref)

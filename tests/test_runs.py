@@ -159,16 +159,17 @@ def test_show_picks_the_run_of_a_step(two_runs: Path) -> None:
 
 
 def test_sft_pool_from_chosen_runs(two_runs: Path, tmp_path: Path) -> None:
-    from trajlab.curate import build_sft_pool
+    from trajlab.curate import PoolOptions, build_sft_pool
 
-    build_sft_pool(two_runs, tmp_path / "pool", ratio="1:1:0", val_fraction=0.0, progress=False, runs=["exp_b"])
+    build_sft_pool(two_runs, tmp_path / "pool", PoolOptions(ratio="1:1:0", val_fraction=0.0, runs=["exp_b"]),
+                   progress=False)
     runs = dict(pl.read_parquet(two_runs / "trajectories.parquet").select("trajectory_id", "run").iter_rows())
     ids = pl.concat([pl.read_parquet(tmp_path / "pool" / f"{k}.parquet").select("trajectory_id")
                      for k in ("positive", "error_demo")])["trajectory_id"].to_list()
     assert ids and {runs[i] for i in ids} == {"exp_b"}
     assert json.loads((tmp_path / "pool" / "manifest.json").read_text())["options"]["runs"] == ["exp_b"]
     with pytest.raises(Exception, match="no run 'nope'"):
-        build_sft_pool(two_runs, tmp_path / "pool2", ratio="1:1:0", progress=False, runs=["nope"])
+        build_sft_pool(two_runs, tmp_path / "pool2", PoolOptions(ratio="1:1:0", runs=["nope"]), progress=False)
 
 
 def test_run_steps_view_keeps_runs_apart(two_runs: Path) -> None:
@@ -182,7 +183,7 @@ def test_run_steps_view_keeps_runs_apart(two_runs: Path) -> None:
 
 
 def test_report_compares_the_runs(two_runs: Path, tmp_path: Path) -> None:
-    from trajlab.report import report
+    from trajlab.report import ReportOptions, report
 
     html = report(two_runs, tmp_path / "r.html").read_text(encoding="utf-8")
     section = html[html.index('<h2 id="runs">'):html.index('<h2 id="overview">')]
@@ -191,5 +192,5 @@ def test_report_compares_the_runs(two_runs: Path, tmp_path: Path) -> None:
     assert "step 6" in section and "step 9" in section  # each run's own warning step
     # the per-step sections show one run (the largest that warned), named in their heading
     assert 'Run overview: <code>exp_' in html
-    only_b = report(two_runs, tmp_path / "b.html", run="exp_b").read_text(encoding="utf-8")
+    only_b = report(two_runs, tmp_path / "b.html", ReportOptions(run="exp_b")).read_text(encoding="utf-8")
     assert "Run overview: <code>exp_b</code>" in only_b and "Early warning at step 9" in only_b

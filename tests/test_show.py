@@ -14,7 +14,7 @@ from rich.console import Console
 from trajlab.cli import main
 from trajlab.errors import TrajlabError
 from trajlab.query import sql
-from trajlab.show import show
+from trajlab.show import ShowOptions, show
 
 
 @pytest.fixture(scope="module")
@@ -75,14 +75,14 @@ def test_pick_by_step_and_index_follows_dump_order(run: Path) -> None:
     step = sql(run, "SELECT step FROM steps ORDER BY malformed_rate DESC, step LIMIT 1").to_pylist()[0]["step"]
     ids = [r["trajectory_id"] for r in sql(run, f"SELECT trajectory_id FROM trajectories_at({step})").to_pylist()]
     con, buf = _console()
-    assert show(run, step=step, index=2, console=con).trajectory["trajectory_id"] == ids[2]
+    assert show(run, None, ShowOptions(step=step, index=2), console=con).trajectory["trajectory_id"] == ids[2]
     assert f"#2 of {len(ids)}" in _plain(buf.getvalue())
-    assert show(run, step=step, index=-1, console=_console()[0]).trajectory["trajectory_id"] == ids[-1]
-    assert show(run, step=step, console=_console()[0]).trajectory["trajectory_id"] == ids[0]
+    assert show(run, None, ShowOptions(step=step, index=-1), console=_console()[0]).trajectory["trajectory_id"] == ids[-1]
+    assert show(run, None, ShowOptions(step=step), console=_console()[0]).trajectory["trajectory_id"] == ids[0]
     with pytest.raises(TrajlabError, match=f"step {step} has {len(ids)} trajectories"):
-        show(run, step=step, index=len(ids), console=_console()[0])
+        show(run, None, ShowOptions(step=step, index=len(ids)), console=_console()[0])
     with pytest.raises(TrajlabError, match="no trajectories at step 7; nearest steps: 5, 10"):
-        show(run, step=7, console=_console()[0])
+        show(run, None, ShowOptions(step=7), console=_console()[0])
 
 
 def test_id_prefix_unknown_and_ambiguous(run: Path) -> None:
@@ -96,7 +96,7 @@ def test_id_prefix_unknown_and_ambiguous(run: Path) -> None:
     with pytest.raises(TrajlabError, match="no trajectory with id 'zzz'"):
         show(run, "zzz", console=_console()[0])
     with pytest.raises(TrajlabError, match="not both"):
-        show(run, target, step=5, console=_console()[0])
+        show(run, target, ShowOptions(step=5), console=_console()[0])
 
 
 def test_cli(run: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ from rich.text import Text
 from trajlab.cli import main
 from trajlab.errors import TrajlabError
 from trajlab.query import sql
-from trajlab.show import _prob_style, _tok, show
+from trajlab.show import ShowOptions, _prob_style, _tok, show
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def test_tokens_are_coloured_by_probability_per_checkpoint(rescored: Path) -> No
     m = sql(rescored, "SELECT trajectory_id, call_id FROM rescore_malformations ORDER BY step, call_id LIMIT 1").to_pylist()[0]
     buf = io.StringIO()
     con = Console(file=buf, force_terminal=True, color_system="truecolor", width=220)
-    show(rescored, m["trajectory_id"], tokens=True, console=con)
+    show(rescored, m["trajectory_id"], ShowOptions(tokens=True), console=con)
     out = buf.getvalue()
     plain = Text.from_ansi(out).plain
     labels = [r["checkpoint"] for r in sql(rescored, "SELECT DISTINCT checkpoint, checkpoint_index FROM rescore_compare "
@@ -56,11 +56,11 @@ def test_checkpoint_filter_and_errors(rescored: Path, tmp_path: Path, capsys: py
     out = capsys.readouterr().out
     assert f"{labels[0]} · " in out and not any(f"{lab} · " in out for lab in labels[1:])
     with pytest.raises(TrajlabError, match="not rescored for this trajectory"):
-        show(rescored, tid, tokens=True, checkpoints=["nope"], console=Console(file=io.StringIO()))
+        show(rescored, tid, ShowOptions(tokens=True, checkpoints=("nope",)), console=Console(file=io.StringIO()))
     not_scored = sql(rescored, "SELECT trajectory_id FROM trajectories WHERE trajectory_id NOT IN "
                                "(SELECT trajectory_id FROM rescore_tokens) LIMIT 1").to_pylist()[0]["trajectory_id"]
     with pytest.raises(TrajlabError, match="has no rescored tokens"):
-        show(rescored, not_scored, tokens=True, console=Console(file=io.StringIO()))
+        show(rescored, not_scored, ShowOptions(tokens=True), console=Console(file=io.StringIO()))
     plain_run = build_run(tmp_path / "plain")
     with pytest.raises(TrajlabError, match="no rescore results"):
-        show(plain_run, tid, tokens=True, console=Console(file=io.StringIO()))
+        show(plain_run, tid, ShowOptions(tokens=True), console=Console(file=io.StringIO()))

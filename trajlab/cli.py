@@ -52,9 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = app(args=argv, standalone_mode=False)
     except TrajlabError as e:
+        from trajlab.commands.options import flag_for
         from trajlab.console import error
 
-        error(str(e))
+        error(e.render(flag_for))  # the library names parameters; the user reads the flags that set them
         return e.exit_code
     except OSError as e:  # the environment (disk full, permissions) at a place no check foresaw: one line, exit 2
         from trajlab.console import error

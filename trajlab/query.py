@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajlab.errors import TableError, TrajlabError
+from trajlab.errors import TableError, TrajlabError, param
 from trajlab.tables import SCAN_TABLES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -345,8 +345,8 @@ class _Deadline:
 
     def error(self, e: Exception) -> TrajlabError:
         if self.fired:
-            return TrajlabError(f"query interrupted after --timeout {self.seconds:g} s",
-                                hint="narrow the query (WHERE, LIMIT) or raise --timeout")
+            return TrajlabError(f"query interrupted after {param('timeout_s')} {self.seconds:g} s",
+                                hint=f"narrow the query (WHERE, LIMIT) or raise {param('timeout_s')}")
         return TrajlabError(_duckdb_message(e))
 
 
@@ -599,7 +599,7 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
     if fmt not in EXPORT_FORMATS:
         raise TrajlabError(f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     if fmt == "parquet" and dest is None:
-        raise TrajlabError("--format parquet needs -o FILE")
+        raise TrajlabError(f"{param('fmt', 'parquet')} needs {param('dest', metavar='FILE')}")
     tmp: str | None = None
     if dest is not None:
         from trajlab.outpaths import check_out_file

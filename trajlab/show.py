@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajlab.duckrows import query_rows as _rows
-from trajlab.duckrows import view_names
-from trajlab.errors import TrajlabError
+from trajlab.duckrows import query_rows, view_names
+from trajlab.errors import TrajlabError, param
+from trajlab.show_options import ShowOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -46,11 +46,11 @@ def _has(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 
 def _resolve_id(con: duckdb.DuckDBPyConnection, trajectory_id: str) -> str:
-    hit = _rows(con, "SELECT trajectory_id FROM trajectories WHERE trajectory_id = ?", [trajectory_id])
+    hit = query_rows(con, "SELECT trajectory_id FROM trajectories WHERE trajectory_id = ?", [trajectory_id])
     if hit:
         return trajectory_id
     like = trajectory_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    hits = _rows(con, "SELECT trajectory_id FROM trajectories WHERE trajectory_id LIKE ? ESCAPE '\\' "
+    hits = query_rows(con, "SELECT trajectory_id FROM trajectories WHERE trajectory_id LIKE ? ESCAPE '\\' "
                       "ORDER BY trajectory_id LIMIT 6", [like])
     if len(hits) == 1:
         return hits[0]["trajectory_id"]
@@ -74,23 +74,23 @@ def load(out: Path | str, trajectory_id: str | None = None, *, step: int | None 
         position = None
         if trajectory_id is not None:
             if step is not None or index is not None:
-                raise TrajlabError("give a TRAJECTORY_ID or --step/--index, not both")
+                raise TrajlabError(f"give a {param('trajectory_id')} or {param('step')}/{param('index')}, not both")
             tid = _resolve_id(con, trajectory_id)
         else:
             if step is None:
-                raise TrajlabError("give a TRAJECTORY_ID, or --step S (and --index I)")
-            rows = _rows(con, "SELECT trajectory_id, run FROM trajectories_at(?, split_name := ?, run_name := ?)",
+                raise TrajlabError(f"give a {param('trajectory_id')}, or {param('step', metavar='S')} (and {param('index', metavar='I')})")
+            rows = query_rows(con, "SELECT trajectory_id, run FROM trajectories_at(?, split_name := ?, run_name := ?)",
                          [step, split, run])
             runs = sorted({r["run"] for r in rows})
             if len(runs) > 1:
                 raise TrajlabError(f"step {step} is in {len(runs)} runs: {', '.join(runs)}",
-                                   hint=f"pick one with --run, e.g. --run {runs[0]}")
-            if not rows and run is not None and not _rows(
+                                   hint=f"pick one with {param('run')}, e.g. {param('run', runs[0])}")
+            if not rows and run is not None and not query_rows(
                     con, "SELECT 1 FROM trajectories WHERE run = ? LIMIT 1", [run]):
-                known = ", ".join(r["run"] for r in _rows(con, "SELECT DISTINCT run FROM trajectories ORDER BY run", []))
+                known = ", ".join(r["run"] for r in query_rows(con, "SELECT DISTINCT run FROM trajectories ORDER BY run", []))
                 raise TrajlabError(f"no run {run!r}; the runs are: {known}")
             if not rows:
-                steps = _rows(con, "SELECT DISTINCT step FROM trajectories WHERE step IS NOT NULL "
+                steps = query_rows(con, "SELECT DISTINCT step FROM trajectories WHERE step IS NOT NULL "
                                    "AND (? IS NULL OR run = ?) ORDER BY step", [run, run])
                 known = [r["step"] for r in steps]
                 near = ", ".join(str(s) for s in sorted(known, key=lambda s: abs(s - step))[:5])
@@ -99,15 +99,15 @@ def load(out: Path | str, trajectory_id: str | None = None, *, step: int | None 
                                    + (f"; nearest steps: {near}" if near else ""))
             idx = 0 if index is None else index
             if not -len(rows) <= idx < len(rows):
-                raise TrajlabError(f"--index {idx}: step {step} has {len(rows)} trajectories (0..{len(rows) - 1})")
+                raise TrajlabError(f"{param('index')} {idx}: step {step} has {len(rows)} trajectories (0..{len(rows) - 1})")
             tid = rows[idx]["trajectory_id"]
             position = (idx % len(rows), len(rows))
-        traj = _rows(con, "SELECT * FROM trajectories WHERE trajectory_id = ?", [tid])[0]
-        turns = (_rows(con, "SELECT * FROM turns WHERE trajectory_id = ? ORDER BY turn_index", [tid])
+        traj = query_rows(con, "SELECT * FROM trajectories WHERE trajectory_id = ?", [tid])[0]
+        turns = (query_rows(con, "SELECT * FROM turns WHERE trajectory_id = ? ORDER BY turn_index", [tid])
                  if _has(con, "turns") else [])
-        calls = (_rows(con, "SELECT * FROM calls WHERE trajectory_id = ? ORDER BY turn_index, call_index", [tid])
+        calls = (query_rows(con, "SELECT * FROM calls WHERE trajectory_id = ? ORDER BY turn_index, call_index", [tid])
                  if _has(con, "calls") else [])
-        findings = (_rows(con, "SELECT * FROM findings WHERE trajectory_id = ? ORDER BY char_start, char_end, "
+        findings = (query_rows(con, "SELECT * FROM findings WHERE trajectory_id = ? ORDER BY char_start, char_end, "
                                "category", [tid]) if _has(con, "findings") else [])
     finally:
         con.close()
@@ -312,12 +312,12 @@ def token_renderables(out: Path | str, data: Loaded, *,
         if "rescore_tokens" not in views:
             raise TrajlabError(f"{out}: no rescore results (rescore/<checkpoint>/tokens.parquet)",
                                hint="run `trajlab rescore OUT --ckpt CHECKPOINT` first")
-        rows = _rows(con, "SELECT * FROM rescore_tokens WHERE trajectory_id = ? ORDER BY checkpoint, position", [tid])
+        rows = query_rows(con, "SELECT * FROM rescore_tokens WHERE trajectory_id = ? ORDER BY checkpoint, position", [tid])
         labels = sorted({r["checkpoint"] for r in rows})
         if checkpoints:
             unknown = [c for c in checkpoints if c not in labels]
             if unknown:
-                raise TrajlabError(f"--checkpoint {', '.join(unknown)}: not rescored for this trajectory "
+                raise TrajlabError(f"{param('checkpoints')} {', '.join(unknown)}: not rescored for this trajectory "
                                    f"(have: {', '.join(labels) or 'none'})")
             labels = [c for c in labels if c in checkpoints]
         if not rows:
@@ -325,7 +325,7 @@ def token_renderables(out: Path | str, data: Loaded, *,
                                hint=f"rescore it: trajlab rescore OUT --ckpt CKPT --where \"trajectory_id = '{tid}'\" "
                                     "(and --tokens all or calls)")
         order = [lab for lab, _ in checkpoint_order(con, views, labels)]
-        mal = (_rows(con, "SELECT * FROM rescore_malformations WHERE trajectory_id = ?", [tid])
+        mal = (query_rows(con, "SELECT * FROM rescore_malformations WHERE trajectory_id = ?", [tid])
                if "rescore_malformations" in views else [])
     finally:
         con.close()
@@ -387,29 +387,29 @@ def token_renderables(out: Path | str, data: Loaded, *,
     return result
 
 
-def show(out: Path | str, trajectory_id: str | None = None, *, step: int | None = None,
-         index: int | None = None, tokens: bool = False, console: Console | None = None,
-         split: str | None = None, full: bool = False, prompt: bool = False,
-         checkpoints: list[str] | None = None, run: str | None = None) -> Loaded:
+def show(out: Path | str, trajectory_id: str | None = None, options: ShowOptions | None = None, *,
+         console: Console | None = None) -> Loaded:
     """Print one trajectory of the scan at ``out`` with rich and return what was shown.
 
-    Pick it by ``trajectory_id`` (or a unique prefix of it), or by ``step`` and ``index`` (0-based position
-    among the trajectories of that step in dump order; negative counts from the end; ``run`` picks the run when
-    several runs have that step). ``tokens=True`` adds
-    the per-token probabilities of each call's tokens from the rescore results (all checkpoints, or those
-    named in ``checkpoints``); it raises :class:`TrajlabError` when there are none. ``full`` shows tool
-    responses and the prompt unclipped; ``prompt`` shows the prompt.
+    Pick it by ``trajectory_id`` (or a unique prefix of it), or by ``options.step`` and ``options.index`` (0-based
+    position among the trajectories of that step in dump order; negative counts from the end; ``options.run``
+    picks the run when several runs have that step). ``options.tokens`` adds the per-token probabilities of each
+    call's tokens from the rescore results (all checkpoints, or those named in ``options.checkpoints``); it raises
+    :class:`TrajlabError` when there are none. ``options.full`` shows tool responses and the prompt unclipped;
+    ``options.prompt`` shows the prompt (:class:`~trajlab.show_options.ShowOptions`). ``console``: where to print
+    (default: the shared console).
 
     Example::
 
-        trajlab.show("out", step=120, index=3)
+        trajlab.show("out", options=trajlab.ShowOptions(step=120, index=3))
     """
     from trajlab.console import console as default_console
 
+    opts = options if options is not None else ShowOptions()
     con_out = console or default_console
-    data = load(out, trajectory_id, step=step, index=index, split=split, run=run)
-    token_view = token_renderables(out, data, checkpoints=checkpoints) if tokens else None
-    for part in render(data, full=full, prompt=prompt, token_view=token_view):
+    data = load(out, trajectory_id, step=opts.step, index=opts.index, split=opts.split, run=opts.run)
+    token_view = token_renderables(out, data, checkpoints=list(opts.checkpoints) or None) if opts.tokens else None
+    for part in render(data, full=opts.full, prompt=opts.prompt, token_view=token_view):
         con_out.print(part)
     return data
 

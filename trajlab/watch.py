@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from trajlab.atomic import atomic_path
-from trajlab.errors import InputError
+from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask, InputFile, detect_format, find_inputs, plan_tasks, split_from_path
 from trajlab.ingest.fields import step_from_name
 from trajlab.outpaths import prepare_out_dir
@@ -207,9 +207,9 @@ class Watcher:
         self.opts = opts
         self.out = Path(opts.out)
         if opts.interval <= 0:
-            raise InputError(f"--interval {opts.interval}: must be > 0")
+            raise InputError(f"{param('interval')} {opts.interval}: must be > 0")
         if opts.fail_above is not None and not 0 <= opts.fail_above <= 1:
-            raise InputError(f"--fail-above {opts.fail_above}: must be a rate between 0 and 1")
+            raise InputError(f"{param('fail_above')} {opts.fail_above}: must be a rate between 0 and 1")
         self.scan_opts: ScanOptions = make_scan_options(tools=opts.tools, input_format=opts.input_format,
                                                         tool_format=opts.tool_format, rules_dirs=opts.rules_dirs)
         self.files: dict[str, _File] = {}

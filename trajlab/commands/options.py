@@ -77,3 +77,25 @@ def output_alias_option() -> Any:
 def pick_out(out: Path | None, output: Path | None) -> Path | None:
     """The path given by ``-o/--out`` or by its hidden alias ``--output`` (the alias, when given, wins)."""
     return output if output is not None else out
+
+
+#: library parameter → the flag (or argument) that sets it, where the flag is not ``--`` + the name with dashes
+PARAM_FLAGS: dict[str, str] = {
+    "ckpts": "--ckpt",
+    "rules_dirs": "--rules",
+    "dest": "-o",
+    "fmt": "--format",
+    "input_format": "--format",
+    "timeout_s": "--timeout",
+    "examples_per_category": "--examples",
+    "checkpoints": "--checkpoint",
+    "source_splits": "--source-split",
+    "runs": "--run",
+    "trajectory_id": "TRAJECTORY_ID",
+}
+
+
+def flag_for(param: str) -> str:
+    """The flag a library parameter is set by (``max_tokens`` → ``--max-tokens``, ``rules_dirs`` → ``--rules``): the
+    CLI names flags where the library's errors name parameters (:meth:`trajlab.errors.TrajlabError.render`)."""
+    return PARAM_FLAGS.get(param, "--" + param.replace("_", "-"))

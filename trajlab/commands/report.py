@@ -41,10 +41,11 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from trajlab.console import console
-        from trajlab.report import report
+        from trajlab.report import ReportOptions, report
 
         html = output if output is not None else out_file  # --output: the old spelling of -o/--out
-        path = report(out, html, title=title, split=split, max_categories=max_categories, top_names=top_names,
-                      examples_per_category=examples, window=window, run=run)
+        options = ReportOptions(title=title, split=split, max_categories=max_categories, top_names=top_names,
+                                examples_per_category=examples, window=window, run=run)
+        path = report(out, html, options)
         size = path.stat().st_size
         console.print(f"wrote [bold]{escape(str(path))}[/] ({size / 1024:.0f} KiB)", highlight=False)

@@ -55,11 +55,9 @@ def register(app: typer.Typer) -> None:
 
         Example: trajlab rescore out --ckpt ckpts/ --ckpt-steps 60,120 --sample 20 --fail-above 0.05
         """
-        from trajlab.rescore import rescore
+        from trajlab.rescore import RescoreOptions, rescore
 
-        summary = rescore(
-            out,
-            ckpt,
+        options = RescoreOptions(
             where=where,
             steps=steps,
             ckpt_steps=ckpt_steps,
@@ -78,13 +76,14 @@ def register(app: typer.Typer) -> None:
             tokens=tokens,
             tau_intrusion=tau_intrusion,
             tau_dropout=tau_dropout,
-            rules_dirs=rules,
+            rules_dirs=tuple(str(r) for r in rules),
             resume=resume,
             fail_above=fail_above,
             reference=reference,
             calibration_quantile=calibration_quantile,
             progress=not no_progress and not as_json,
         )
+        summary = rescore(out, ckpt, options)
         if summary.rank == 0:
             if as_json:
                 typer.echo(json.dumps(summary.to_dict(), indent=2, default=str))
@@ -134,6 +133,8 @@ def print_summary(summary: Any, console: Any) -> None:
             t.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
         return t
 
+    for w in summary.warnings:
+        console.print(Text(f"warning: {w}", style="yellow"))
     q = summary.calibration_quantile
     t = table(
         f"rescore: {summary.trajectories_selected} trajectories against {summary.reference} (q {q:.4g})",

@@ -51,11 +51,9 @@ def register(app: typer.Typer) -> None:
         Example: trajlab build-sft-pool out -o out/sft_pool --ratio 5:3:2 --val-fraction 0.1 --ood-eval
         """
         from trajlab.console import console, warn
-        from trajlab.curate import build_sft_pool, summary_table
+        from trajlab.curate import PoolOptions, build_sft_pool, summary_table
 
-        summary = build_sft_pool(
-            out,
-            pool,
+        options = PoolOptions(
             ratio=ratio,
             min_score=min_score,
             per_group=per_group,
@@ -68,11 +66,11 @@ def register(app: typer.Typer) -> None:
             ood_prompts=ood_prompts,
             ood_format=ood_format,
             seed=seed,
-            rules_dirs=[str(r) for r in rules],
-            source_splits=source_split,
-            runs=run,
-            progress=not no_progress and not as_json,
+            rules_dirs=tuple(str(r) for r in rules),
+            source_splits=tuple(source_split),
+            runs=tuple(run),
         )
+        summary = build_sft_pool(out, pool, options, progress=not no_progress and not as_json)
         if as_json:
             typer.echo(json.dumps(summary.as_dict(), indent=2, default=str))
             return

@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
 
           trajlab show out 3f9c2a --tokens
         """
-        from trajlab.show import show
+        from trajlab.show import ShowOptions, show
 
-        show(out, trajectory_id, step=step, index=index, split=split, tokens=tokens,
-             checkpoints=checkpoint or None, prompt=prompt, full=full, run=run)
+        show(out, trajectory_id, ShowOptions(step=step, index=index, split=split, run=run, tokens=tokens,
+                                             checkpoints=tuple(checkpoint), prompt=prompt, full=full))

@@ -13,7 +13,7 @@ three kinds of supervision. :func:`build_sft_pool` builds it from the tables of 
 """
 
 from trajlab.curate.build import build_sft_pool
-from trajlab.curate.options import parse_ratio
+from trajlab.curate.options import PoolOptions, parse_ratio
 from trajlab.curate.summary import PoolSummary, summary_table
 
-__all__ = ["PoolSummary", "build_sft_pool", "parse_ratio", "summary_table"]
+__all__ = ["PoolOptions", "PoolSummary", "build_sft_pool", "parse_ratio", "summary_table"]

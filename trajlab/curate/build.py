@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +16,16 @@ from trajlab.curate.hints import build_hints, load_hint_rules
 from trajlab.curate.lengths import TokenCounter
 from trajlab.curate.mix import achieved_ratio, mix, split_prompts
 from trajlab.curate.ood import OodSource, build_ood_rows
-from trajlab.curate.options import (
-    DEFAULT_OOD_PROMPTS,
-    DEFAULT_PER_GROUP,
-    DEFAULT_RATIO,
-    DEFAULT_VAL_FRACTION,
-    PoolOptions,
-    make_options,
-)
+from trajlab.curate.options import PoolOptions
 from trajlab.curate.samples import KINDS, Sample
 from trajlab.curate.scan_tables import ScanTables, open_scan, parse_tools, restrict_runs
 from trajlab.curate.select_positive import score_flags, select_positives
 from trajlab.curate.specs import OOD_SPEC
 from trajlab.curate.summary import PoolSummary
 from trajlab.curate.writers import write_samples
-from trajlab.errors import TrajlabError
+from trajlab.errors import TrajlabError, param
 from trajlab.outpaths import check_out_dir, prepare_out_dir
+from trajlab.rules_match import check_scan_rules
 from trajlab.tables import write_table
 
 #: Every file name the pool writes (stale ones from an earlier run with other options are removed).
@@ -105,13 +99,13 @@ def _no_candidates(kind: str, stats: dict[str, int], opts: PoolOptions) -> Trajl
             f"{stats.get('score_rejected', 0)} fail the score rule ({opts.score_rule.describe()})"
         )
         if stats.get("too_long"):
-            why += f", {stats['too_long']} are longer than --max-tokens"
-            fixes.append("raise --max-tokens")
+            why += f", {stats['too_long']} are longer than {param('max_tokens')}"
+            fixes.append(f"raise {param('max_tokens')}")
         if stats.get("only_score_rejected") and opts.score_rule.mode != "any":
-            fixes.append("relax the score rule (--min-score any)")
-        alt = _zero_ratio(opts.ratio, "positive", "hint")  # hints pair a failure with a positive: none either
+            fixes.append(f"relax the score rule ({param('min_score', 'any')})")
+        alt = _zero_ratio(opts.ratio_parts, "positive", "hint")  # hints pair a failure with a positive: none either
         if alt:
-            fixes.append(f"build without positives and hints (--ratio {alt})")
+            fixes.append(f"build without positives and hints ({param('ratio', alt)})")
     elif kind == "error_demo":
         why = (
             f"no error-demonstration candidates: the scan has {stats.get('malformed_calls', 0)} malformed calls in "
@@ -120,11 +114,11 @@ def _no_candidates(kind: str, stats: dict[str, int], opts: PoolOptions) -> Trajl
             f"{stats.get('repair_rejected', 0)} have a repair that does not re-parse cleanly"
         )
         if stats.get("too_long"):
-            why += f", {stats['too_long']} are longer than --max-tokens"
-            fixes.append("raise --max-tokens")
-        alt = _zero_ratio(opts.ratio, "error_demo")
+            why += f", {stats['too_long']} are longer than {param('max_tokens')}"
+            fixes.append(f"raise {param('max_tokens')}")
+        alt = _zero_ratio(opts.ratio_parts, "error_demo")
         if alt:
-            fixes.append(f"build without error demonstrations (--ratio {alt})")
+            fixes.append(f"build without error demonstrations ({param('ratio', alt)})")
         fixes.append("scan a run that has repairable malformed calls")
     else:
         why = (
@@ -132,13 +126,13 @@ def _no_candidates(kind: str, stats: dict[str, int], opts: PoolOptions) -> Trajl
             f"rollouts, and {stats.get('groups_with_failures_and_positive', 0)} of them also have a positive"
         )
         if stats.get("too_long"):
-            why += f" ({stats['too_long']} hint samples were longer than --max-tokens)"
-            fixes.append("raise --max-tokens")
-        alt = _zero_ratio(opts.ratio, "hint")
+            why += f" ({stats['too_long']} hint samples were longer than {param('max_tokens')})"
+            fixes.append(f"raise {param('max_tokens')}")
+        alt = _zero_ratio(opts.ratio_parts, "hint")
         if alt:
-            fixes.append(f"build without hints (--ratio {alt})")
+            fixes.append(f"build without hints ({param('ratio', alt)})")
         if stats.get("groups_with_failures") and opts.score_rule.mode != "any":
-            fixes.append("relax the score rule (--min-score any) so failing groups have positives")
+            fixes.append(f"relax the score rule ({param('min_score', 'any')}) so failing groups have positives")
     return TrajlabError(why, hint="; or ".join(fixes) if fixes else None)
 
 
@@ -187,57 +181,29 @@ def _ood_sources(
 def build_sft_pool(
     scan_dir: str | Path,
     out: str | Path | None = None,
+    options: PoolOptions | None = None,
     *,
-    ratio: str | Sequence[float] = DEFAULT_RATIO,
-    min_score: float | str | None = None,
-    per_group: int = DEFAULT_PER_GROUP,
-    tokenizer: str | None = None,
-    max_tokens: int | None = None,
-    val_fraction: float = DEFAULT_VAL_FRACTION,
-    max_samples: int | None = None,
-    style: str = "messages",
-    ood_eval: bool = False,
-    seed: int = 0,
-    rules_dirs: Sequence[str | Path] = (),
     progress: bool = True,
-    source_splits: Sequence[str] = ("train",),
-    ood_prompts: int = DEFAULT_OOD_PROMPTS,
-    ood_format: str | None = None,
-    runs: Sequence[str] = (),
 ) -> PoolSummary:
     """Build the interleaved-SFT pool from the tables of a scan.
 
     Args:
         scan_dir: output directory of ``trajlab scan``.
         out: pool directory (default ``scan_dir/sft_pool``).
-        ratio: ``positive:error:hint`` sample counts, e.g. ``"5:3:2"``.
-        min_score: score rule for positives: ``None``/``"group"`` (score > 0 and above the group median or the
-            group's best), ``"any"``, or a number (``score >= N``).
-        per_group: at most this many positives (and hints) per prompt group.
-        tokenizer, max_tokens: skip samples longer than ``max_tokens`` tokens of ``tokenizer``.
-        val_fraction: share of prompts held out for ``val`` (split by prompt, seeded).
-        max_samples: pool size to aim at (default: the largest pool that meets the ratio exactly).
-        style: ``messages`` | ``prompt-response`` | ``openai``.
-        ood_eval: also write ``ood_eval.parquet`` (format-OOD prompts from validation prompts).
-        seed: seeds every choice; the same input and seed give byte-identical files.
-        rules_dirs: user rule packs (their ``hints.yaml`` / ``taxonomy.yaml`` override the built-ins).
+        options: what to build (:class:`~trajlab.curate.options.PoolOptions`: ratio, score rule, limits, style,
+            OOD set, seed, rule packs, source splits, runs; default: all defaults).
         progress: show progress bars on stderr.
-        source_splits: which dumps samples come from (``train`` by default, so RL validation prompts stay out).
-        ood_prompts: at most this many prompts in the OOD set (each gives three variants).
-        ood_format: the call format of the ``reformatted`` OOD variants (any of ``KNOWN_FORMATS``; default: the
-            source format's ``other_format`` in ``hints.yaml``).
-        runs: only the trajectories of these runs (``trajectories.run``) become samples (default: every run).
 
     Returns:
-        A :class:`PoolSummary`. Raises :class:`TrajlabError` for a missing/incomplete scan, bad options, or a
-        kind requested by the ratio that has no candidates (the message says why and what to change).
+        A :class:`PoolSummary`. Raises :class:`TrajlabError` for a missing/incomplete scan, a kind requested by
+        the ratio that has no candidates (the message says why and what to change); bad options already raise
+        when the :class:`PoolOptions` is made.
+
+    Example::
+
+        build_sft_pool("out", "out/pool", PoolOptions(ratio="5:3:2", val_fraction=0.1), progress=False)
     """
-    opts = make_options(
-        ratio=ratio, min_score=min_score, per_group=per_group, tokenizer=tokenizer, max_tokens=max_tokens,
-        val_fraction=val_fraction, max_samples=max_samples, style=style, ood_eval=ood_eval,
-        ood_prompts=ood_prompts, seed=seed, rules_dirs=tuple(str(d) for d in rules_dirs),
-        source_splits=tuple(source_splits), ood_format=ood_format, runs=tuple(runs),
-    )
+    opts = options if options is not None else PoolOptions()
     scan_dir = Path(scan_dir)
     pool = Path(out) if out is not None else scan_dir / "sft_pool"
     tables = open_scan(scan_dir)
@@ -248,7 +214,8 @@ def build_sft_pool(
         raise TrajlabError(
             f"{scan_dir}: no trajectories from split(s) {', '.join(opts.source_splits)} "
             f"(the scan has: {', '.join(present) or 'no trajectories at all'})",
-            hint=(f"choose the dumps to learn from with --source-split (this scan has: --source-split {present[0]})"
+            hint=(f"choose the dumps to learn from with {param('source_splits')} (this scan has: "
+                  f"{param('source_splits', present[0])})"
                   if present else "scan dumps that hold trajectories first"),
         )
     rules = load_hint_rules(opts.rules_dirs)
@@ -259,6 +226,10 @@ def build_sft_pool(
         counter = TokenCounter(load_tokenizer(opts.tokenizer), opts.max_tokens)
     fits = counter.fits if counter is not None and opts.max_tokens is not None else None
     warnings: list[str] = []
+    match = check_scan_rules(scan_dir, opts.rules_dirs)  # repair targets are re-classified: say when rules differ
+    rules_warning = match.warning("build-sft-pool") if match is not None else None
+    if rules_warning:
+        warnings.append(rules_warning)
 
     prog = _Progress(progress)
     with prog.run():
@@ -268,7 +239,7 @@ def build_sft_pool(
         hin = build_hints(tables, opts, rules, pos.by_group, scored, fits=fits)
         by_kind = {"positive": pos.samples, "error_demo": err.samples, "hint": hin.samples}
         stats = {"positive": pos.stats, "error_demo": err.stats, "hint": hin.stats}
-        for k, r in zip(KINDS, opts.ratio, strict=True):
+        for k, r in zip(KINDS, opts.ratio_parts, strict=True):
             if r > 0 and not by_kind[k]:
                 raise _no_candidates(k, stats[k], opts)
         if counter is not None:  # lengths for every candidate (the file columns), not only the filtered ones
@@ -283,21 +254,21 @@ def build_sft_pool(
         if opts.val_fraction > 0 and not val_keys:
             warnings.append("only one prompt among the candidates: nothing could be held out for validation")
 
-        chosen, taken = mix(by_kind, opts.ratio, opts.max_samples, opts.seed)
+        chosen, taken = mix(by_kind, opts.ratio_parts, opts.max_samples, opts.seed)
         avail = {k: len(by_kind[k]) for k in KINDS}
         shortfall = None
         wanted_total = opts.max_samples
         if wanted_total is not None:
-            short = [k for k, r in zip(KINDS, opts.ratio, strict=True) if r > 0 and taken[k] >= avail[k]
-                     and taken[k] < round(wanted_total * r / sum(opts.ratio))]
+            short = [k for k, r in zip(KINDS, opts.ratio_parts, strict=True) if r > 0 and taken[k] >= avail[k]
+                     and taken[k] < round(wanted_total * r / sum(opts.ratio_parts))]
             if short:
                 shortfall = (
                     f"{', '.join(short)} had fewer candidates than their share of --max-samples {wanted_total} "
-                    f"(ratio {opts.ratio_text}); the achieved mix is {achieved_ratio(taken, opts.ratio)} "
+                    f"(ratio {opts.ratio_text}); the achieved mix is {achieved_ratio(taken, opts.ratio_parts)} "
                     f"with {sum(taken.values())} samples"
                 )
         else:
-            limiting = [k for k, r in zip(KINDS, opts.ratio, strict=True) if r > 0 and taken[k] >= avail[k]]
+            limiting = [k for k, r in zip(KINDS, opts.ratio_parts, strict=True) if r > 0 and taken[k] >= avail[k]]
             unused = {k: avail[k] - taken[k] for k in KINDS if avail[k] > taken[k]}
             if limiting and unused:
                 shortfall = (
@@ -367,7 +338,7 @@ def build_sft_pool(
         },
         "score_rule": opts.score_rule.describe(),
         "feedback_role": rules.feedback_role,
-        "ratio": {"requested": opts.ratio_text, "achieved": achieved_ratio(taken, opts.ratio)},
+        "ratio": {"requested": opts.ratio_text, "achieved": achieved_ratio(taken, opts.ratio_parts)},
         "shortfall": shortfall,
         "kinds": {
             k: {
@@ -405,7 +376,7 @@ def build_sft_pool(
         pool_dir=pool,
         style=opts.style,
         ratio_requested=opts.ratio_text,
-        ratio_achieved=achieved_ratio(taken, opts.ratio),
+        ratio_achieved=achieved_ratio(taken, opts.ratio_parts),
         candidates=avail,
         selected=dict(taken),
         train=kind_counts(train),
@@ -417,4 +388,5 @@ def build_sft_pool(
         shortfall=shortfall,
         ood_rows=ood_info["rows"] if ood_info else None,
         warnings=warnings,
+        rules_match=match.as_dict() if match is not None else None,
     )

@@ -48,25 +48,28 @@ def _quote(text: str) -> str:
 
 
 def verify_target(
-    text: str, tool_format: str, tools: list[dict[str, Any]] | None, forbids_suffix: bool
+    text: str, tool_format: str, tools: list[dict[str, Any]] | None, forbids_suffix: bool,
+    rules_dirs: tuple[str, ...] = (),
 ) -> tuple[bool, Any]:
-    """``(ok, parsed call)``: ``text`` is exactly one well-formed call with zero findings of any severity."""
+    """``(ok, parsed call)``: ``text`` is exactly one well-formed call with zero findings of any severity (under the
+    built-in rules and the packs in ``rules_dirs``)."""
     from trajlab.model import TurnContext
     from trajlab.toolcalls import analyze_turn
 
     ctx = TurnContext(
         is_last_turn=False, output_truncated=False, forbids_suffix=forbids_suffix, schema_known=bool(tools)
     )
-    ta = analyze_turn(text, tool_format=tool_format, tools=tools, context=ctx)
+    ta = analyze_turn(text, tool_format=tool_format, tools=tools, context=ctx, rules_dirs=rules_dirs)
     ok = len(ta.calls) == 1 and ta.calls[0].status == "ok" and not ta.findings
     return ok, (ta.calls[0] if ta.calls else None)
 
 
-def choose_target(call: dict[str, Any], tool_format: str, tools: list[dict[str, Any]] | None, forbids_suffix: bool):
+def choose_target(call: dict[str, Any], tool_format: str, tools: list[dict[str, Any]] | None, forbids_suffix: bool,
+                  rules_dirs: tuple[str, ...] = ()):
     """The corrected call text (stored repair, else canonical rendering) and its parse, or ``(None, None)``."""
     repaired = call.get("repaired")
     if repaired:
-        ok, parsed = verify_target(repaired, tool_format, tools, forbids_suffix)
+        ok, parsed = verify_target(repaired, tool_format, tools, forbids_suffix, rules_dirs)
         if ok:
             return repaired, parsed
     name = call.get("matched_tool")
@@ -84,7 +87,7 @@ def choose_target(call: dict[str, Any], tool_format: str, tools: list[dict[str, 
             except Exception:  # an unknown format or arguments the renderer cannot write
                 text = None
             if text:
-                ok, parsed = verify_target(text, tool_format, tools, forbids_suffix)
+                ok, parsed = verify_target(text, tool_format, tools, forbids_suffix, rules_dirs)
                 if ok:
                     return text, parsed
     return None, None
@@ -202,7 +205,7 @@ def build_error_demos(
             tools_t = parse_tools(h["tools"])
             tools = [dict(t) for t in tools_t] if tools_t else None
             facts = prompt_facts(h["input"] or "")
-            target, parsed = choose_target(c, fmt, tools, facts.forbids_suffix)
+            target, parsed = choose_target(c, fmt, tools, facts.forbids_suffix, opts.rules_dirs)
             if target is None:
                 rejected += 1
                 continue

@@ -1,13 +1,15 @@
-"""Options of ``build-sft-pool``, parsed and validated once (ratio, score rule, style, limits)."""
+"""What ``build-sft-pool`` is asked to do: :class:`PoolOptions`, parsed and validated once when made (ratio, score
+rule, style, limits), and the parsers of its ratio and score rule."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trajlab.errors import TrajlabError
+from trajlab.errors import TrajlabError, param
 
 STYLES = ("messages", "prompt-response", "openai")
 DEFAULT_RATIO = "5:3:2"
@@ -16,7 +18,7 @@ DEFAULT_VAL_FRACTION = 0.05
 DEFAULT_OOD_PROMPTS = 32
 
 
-def parse_ratio(ratio: str | tuple[float, ...] | list[float]) -> tuple[float, float, float]:
+def parse_ratio(ratio: str | Sequence[float]) -> tuple[float, float, float]:
     """``"5:3:2"`` → ``(5.0, 3.0, 2.0)`` (positive : error demonstration : hint).
 
     Raises :class:`TrajlabError` with the reason when the text is not three non-negative numbers with a
@@ -28,20 +30,21 @@ def parse_ratio(ratio: str | tuple[float, ...] | list[float]) -> tuple[float, fl
     else:
         shown = str(ratio)
         parts = [p.strip() for p in re.split(r"[:,/]", shown.strip())] if shown.strip() else []
-    hint = "write three non-negative numbers positive:error:hint, e.g. --ratio 5:3:2 (or 1:0:0 for positives only)"
+    hint = (f"write three non-negative numbers positive:error:hint, e.g. {param('ratio', '5:3:2')} (or 1:0:0 for "
+            "positives only)")
     if len(parts) != 3:
-        raise TrajlabError(f"--ratio {shown!r}: expected 3 parts (positive:error:hint), got {len(parts)}", hint=hint)
+        raise TrajlabError(f"{param('ratio')} {shown!r}: expected 3 parts (positive:error:hint), got {len(parts)}", hint=hint)
     vals: list[float] = []
     for p in parts:
         try:
             v = float(p)
         except (TypeError, ValueError):
-            raise TrajlabError(f"--ratio {shown!r}: {p!r} is not a number", hint=hint) from None
+            raise TrajlabError(f"{param('ratio')} {shown!r}: {p!r} is not a number", hint=hint) from None
         if not math.isfinite(v) or v < 0:
-            raise TrajlabError(f"--ratio {shown!r}: {p!r} must be a finite number >= 0", hint=hint)
+            raise TrajlabError(f"{param('ratio')} {shown!r}: {p!r} must be a finite number >= 0", hint=hint)
         vals.append(v)
     if sum(vals) <= 0:
-        raise TrajlabError(f"--ratio {shown!r}: at least one part must be > 0", hint=hint)
+        raise TrajlabError(f"{param('ratio')} {shown!r}: at least one part must be > 0", hint=hint)
     return vals[0], vals[1], vals[2]
 
 
@@ -66,7 +69,7 @@ def parse_min_score(min_score: float | int | str | None) -> ScoreRule:
         return ScoreRule("group")
     if isinstance(min_score, (int, float)) and not isinstance(min_score, bool):
         if not math.isfinite(float(min_score)):
-            raise TrajlabError(f"--min-score {min_score!r} must be a finite number")
+            raise TrajlabError(f"{param('min_score')} {min_score!r} must be a finite number")
         return ScoreRule("threshold", float(min_score))
     s = str(min_score).strip().lower()
     if s in ("group", "median", "default", ""):
@@ -77,101 +80,107 @@ def parse_min_score(min_score: float | int | str | None) -> ScoreRule:
         v = float(s)
     except ValueError:
         raise TrajlabError(
-            f"--min-score {min_score!r}: expected a number, 'group' (default) or 'any'",
-            hint="e.g. --min-score 1.0 keeps trajectories scoring at least 1.0",
+            f"{param('min_score')} {min_score!r}: expected a number, 'group' (default) or 'any'",
+            hint=f"e.g. {param('min_score', 1.0)} keeps trajectories scoring at least 1.0",
         ) from None
     if not math.isfinite(v):
-        raise TrajlabError(f"--min-score {min_score!r} must be a finite number")
+        raise TrajlabError(f"{param('min_score')} {min_score!r} must be a finite number")
     return ScoreRule("threshold", v)
 
 
 @dataclass(frozen=True)
 class PoolOptions:
-    ratio: tuple[float, float, float]
-    ratio_text: str
-    score_rule: ScoreRule
-    per_group: int
-    tokenizer: str | None
-    max_tokens: int | None
-    val_fraction: float
-    max_samples: int | None
-    style: str
-    ood_eval: bool
-    ood_prompts: int
-    seed: int
-    rules_dirs: tuple[str, ...]
+    """The options of :func:`trajlab.curate.build_sft_pool` (frozen; every problem raises :class:`TrajlabError`
+    naming the field as soon as the object is made).
+
+    Example::
+
+        PoolOptions(ratio="5:3:2", val_fraction=0.1, ood_eval=True)
+    """
+
+    #: ``positive:error_demo:hint`` sample counts: ``"5:3:2"`` or three numbers (parsed into :attr:`ratio_parts`)
+    ratio: str | Sequence[float] = DEFAULT_RATIO
+    #: score rule for positives: None / ``"group"`` (score > 0 and above the group median or the group's best),
+    #: ``"any"``, or a number N (score >= N); parsed into :attr:`score_rule`
+    min_score: float | str | None = None
+    #: at most this many positives (and hints) per prompt group
+    per_group: int = DEFAULT_PER_GROUP
+    #: tokenizer directory or hub name: counts tokens for ``max_tokens`` and the ``n_tokens`` column
+    tokenizer: str | None = None
+    #: skip samples longer than this many tokens of ``tokenizer``
+    max_tokens: int | None = None
+    #: share of prompts held out for ``val`` (split by prompt, seeded), in [0, 1)
+    val_fraction: float = DEFAULT_VAL_FRACTION
+    #: pool size to aim at (None: the largest pool that meets the ratio exactly)
+    max_samples: int | None = None
+    #: one of :data:`STYLES`
+    style: str = "messages"
+    #: also write ``ood_eval.parquet`` (format-OOD prompts from validation prompts; needs ``val_fraction`` > 0)
+    ood_eval: bool = False
+    #: at most this many prompts in the OOD set (each gives three variants)
+    ood_prompts: int = DEFAULT_OOD_PROMPTS
+    #: seeds every choice: the same input and seed give byte-identical files
+    seed: int = 0
+    #: user rule packs (their ``hints.yaml`` / ``taxonomy.yaml`` override the built-ins; the classifier that
+    #: verifies repair targets uses them too)
+    rules_dirs: tuple[str, ...] = ()
+    #: the splits samples come from (``train``: RL validation prompts stay out)
     source_splits: tuple[str, ...] = ("train",)
-    runs: tuple[str, ...] = ()  # only these runs' trajectories (empty: every run)
+    #: only these runs' trajectories become samples (empty: every run)
+    runs: tuple[str, ...] = ()
+    #: the call format of ``reformatted`` OOD variants (None: the source format's ``other_format`` in hints.yaml)
+    ood_format: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    ood_format: str | None = None  # the call format of `reformatted` OOD variants (None: hints.yaml other_format)
+    #: ``ratio`` parsed: three non-negative numbers with a positive sum (derived)
+    ratio_parts: tuple[float, float, float] = field(init=False)
+    #: ``ratio`` as text, e.g. ``"5:3:2"`` (derived)
+    ratio_text: str = field(init=False)
+    #: ``min_score`` parsed (derived)
+    score_rule: ScoreRule = field(init=False)
 
+    def __post_init__(self) -> None:
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
 
-def make_options(
-    *,
-    ratio: str | tuple[float, ...] | list[float] = DEFAULT_RATIO,
-    min_score: float | str | None = None,
-    per_group: int = DEFAULT_PER_GROUP,
-    tokenizer: str | None = None,
-    max_tokens: int | None = None,
-    val_fraction: float = DEFAULT_VAL_FRACTION,
-    max_samples: int | None = None,
-    style: str = "messages",
-    ood_eval: bool = False,
-    ood_prompts: int = DEFAULT_OOD_PROMPTS,
-    seed: int = 0,
-    rules_dirs: tuple[str, ...] | list[str] = (),
-    source_splits: tuple[str, ...] | list[str] = ("train",),
-    ood_format: str | None = None,
-    runs: tuple[str, ...] | list[str] = (),
-) -> PoolOptions:
-    """Validate every option; each problem is a :class:`TrajlabError` naming the option."""
-    r = parse_ratio(ratio)
-    ratio_text = ":".join(f"{v:g}" for v in r)
-    if style not in STYLES:
-        raise TrajlabError(f"--style {style!r}: expected one of {', '.join(STYLES)}")
-    if per_group < 1:
-        raise TrajlabError(f"--per-group {per_group}: must be >= 1")
-    if max_tokens is not None and max_tokens < 1:
-        raise TrajlabError(f"--max-tokens {max_tokens}: must be >= 1")
-    if max_tokens is not None and not tokenizer:
-        raise TrajlabError(
-            "--max-tokens needs --tokenizer (a tokenizer directory, or an alias: qwen3, qwen3.5) to count tokens",
-            hint="e.g. --tokenizer /path/to/Qwen3-8B --max-tokens 8192",
-        )
-    if not (0.0 <= float(val_fraction) < 1.0):
-        raise TrajlabError(f"--val-fraction {val_fraction}: must be in [0, 1)")
-    if max_samples is not None and max_samples < 1:
-        raise TrajlabError(f"--max-samples {max_samples}: must be >= 1")
-    if ood_eval and float(val_fraction) <= 0:
-        raise TrajlabError(
-            "--ood-eval needs held-back prompts, but --val-fraction is 0",
-            hint="set --val-fraction > 0 (the OOD set is built from validation prompts only)",
-        )
-    if ood_prompts < 1:
-        raise TrajlabError(f"--ood-prompts {ood_prompts}: must be >= 1")
-    splits = tuple(source_splits) or ("train",)
-    if ood_format in ("", "auto"):
-        ood_format = None
-    if ood_format is not None:
-        from trajlab.toolcalls import KNOWN_FORMATS
+        r = parse_ratio(self.ratio)
+        put("ratio_parts", r)
+        put("ratio_text", ":".join(f"{v:g}" for v in r))
+        if self.style not in STYLES:
+            raise TrajlabError(f"{param('style')} {self.style!r}: expected one of {', '.join(STYLES)}")
+        if self.per_group < 1:
+            raise TrajlabError(f"{param('per_group')} {self.per_group}: must be >= 1")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise TrajlabError(f"{param('max_tokens')} {self.max_tokens}: must be >= 1")
+        if self.max_tokens is not None and not self.tokenizer:
+            raise TrajlabError(
+                f"{param('max_tokens')} needs {param('tokenizer')} (a tokenizer directory, or an alias: qwen3, qwen3.5) to count tokens",
+                hint=f"e.g. {param('tokenizer', '/path/to/Qwen3-8B')} {param('max_tokens', 8192)}",
+            )
+        if not (0.0 <= float(self.val_fraction) < 1.0):
+            raise TrajlabError(f"{param('val_fraction')} {self.val_fraction}: must be in [0, 1)")
+        if self.max_samples is not None and self.max_samples < 1:
+            raise TrajlabError(f"{param('max_samples')} {self.max_samples}: must be >= 1")
+        if self.ood_eval and float(self.val_fraction) <= 0:
+            raise TrajlabError(
+                f"{param('ood_eval')} needs held-back prompts, but {param('val_fraction')} is 0",
+                hint=f"set {param('val_fraction')} > 0 (the OOD set is built from validation prompts only)",
+            )
+        if self.ood_prompts < 1:
+            raise TrajlabError(f"{param('ood_prompts')} {self.ood_prompts}: must be >= 1")
+        put("source_splits", tuple(self.source_splits) or ("train",))
+        ood_format = None if self.ood_format in ("", "auto") else self.ood_format
+        if ood_format is not None:
+            from trajlab.toolcalls import KNOWN_FORMATS
 
-        if ood_format not in KNOWN_FORMATS:
-            raise TrajlabError(f"--ood-format {ood_format!r}: expected one of {', '.join(KNOWN_FORMATS)}")
-    return PoolOptions(
-        ratio=r,
-        ratio_text=ratio_text,
-        score_rule=parse_min_score(min_score),
-        per_group=int(per_group),
-        tokenizer=str(tokenizer) if tokenizer else None,
-        max_tokens=max_tokens,
-        val_fraction=float(val_fraction),
-        max_samples=max_samples,
-        style=style,
-        ood_eval=bool(ood_eval),
-        ood_prompts=int(ood_prompts),
-        seed=int(seed),
-        rules_dirs=tuple(str(d) for d in rules_dirs),
-        source_splits=splits,
-        ood_format=ood_format,
-        runs=tuple(dict.fromkeys(runs)),
-    )
+            if ood_format not in KNOWN_FORMATS:
+                raise TrajlabError(f"{param('ood_format')} {ood_format!r}: expected one of {', '.join(KNOWN_FORMATS)}")
+        put("ood_format", ood_format)
+        put("score_rule", parse_min_score(self.min_score))
+        put("per_group", int(self.per_group))
+        put("tokenizer", str(self.tokenizer) if self.tokenizer else None)
+        put("val_fraction", float(self.val_fraction))
+        put("ood_eval", bool(self.ood_eval))
+        put("ood_prompts", int(self.ood_prompts))
+        put("seed", int(self.seed))
+        put("rules_dirs", tuple(str(d) for d in self.rules_dirs))
+        put("runs", tuple(dict.fromkeys(self.runs)))

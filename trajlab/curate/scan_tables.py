@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from trajlab.errors import TableError
+from trajlab.errors import TableError, param
 
 REQUIRED_TABLES: dict[str, tuple[str, ...]] = {
     "trajectories": (
@@ -167,12 +167,12 @@ def restrict_runs(tables: ScanTables, runs: tuple[str, ...]) -> None:
         return
     if "run" not in tables.light.columns:
         raise TableError(f"{tables.out}: this scan has no runs (written by an older trajlab)",
-                         hint=f"re-scan the dumps (trajlab scan DUMPS... -o {tables.out}) to use --run")
+                         hint=f"re-scan the dumps (trajlab scan DUMPS... -o {tables.out}) to use {param('runs')}")
     known = sorted(set(tables.light["run"].to_list()))
     missing = [r for r in runs if r not in known]
     if missing:
         raise TableError(f"{tables.out}: no run {', '.join(repr(m) for m in missing)}; the runs are: {', '.join(known)}",
-                         hint=f"e.g. --run {known[0]}" if known else None)
+                         hint=f"e.g. {param('runs', known[0])}" if known else None)
     tables.light = tables.light.filter(pl.col("run").is_in(list(runs)))
 
 

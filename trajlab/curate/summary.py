@@ -28,6 +28,8 @@ class PoolSummary:
     shortfall: str | None = None
     ood_rows: int | None = None
     warnings: list[str] = field(default_factory=list)
+    #: how the classifier rules of the pool compare with the scan's (:class:`trajlab.rules_match.RulesMatch`)
+    rules_match: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

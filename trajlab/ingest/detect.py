@@ -11,7 +11,7 @@ import mmap
 from pathlib import Path
 from typing import Any
 
-from trajlab.errors import InputError
+from trajlab.errors import InputError, param
 from trajlab.ingest import openai_messages, verl_jsonl, verl_tool
 
 FORMATS: dict[str, Any] = {
@@ -189,5 +189,5 @@ def validate_format_name(name: str | None) -> str | None:
     if name is None or name == "auto":
         return None
     if name not in FORMATS:
-        raise InputError(f"unknown --format {name!r}; choose one of: auto, {', '.join(FORMATS)}")
+        raise InputError(f"unknown {param('input_format')} {name!r}; choose one of: auto, {', '.join(FORMATS)}")
     return name

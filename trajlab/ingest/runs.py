@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trajlab.errors import InputError
+from trajlab.errors import InputError, param
 
 #: directory names that hold one split of a run (folded into the parent directory, which names the run)
 SPLIT_DIRS = frozenset({"rollout", "rollouts", "train", "validation", "val"})
@@ -80,11 +80,11 @@ def parse_run_specs(specs: list[str]) -> dict[str, Path]:
         name, sep, path = s.partition("=")
         name = name.strip()
         if not sep or not name or not path:
-            raise InputError(f"--run {s!r} is not NAME=PATH", hint="e.g. --run baseline=outputs/exp1")
+            raise InputError(f"{param('runs')} {s!r} is not NAME=PATH", hint=f"e.g. {param('runs', metavar='baseline=outputs/exp1')}")
         if "/" in name or name in (".", ".."):
-            raise InputError(f"--run name {name!r} may not contain '/'", hint="use a plain name like sft_v2")
+            raise InputError(f"{param('runs')} name {name!r} may not contain '/'", hint="use a plain name like sft_v2")
         if name in out:
-            raise InputError(f"--run {name!r} is given twice", hint="give each run its own name")
+            raise InputError(f"{param('runs')} {name!r} is given twice", hint="give each run its own name")
         out[name] = Path(path)
     return out
 

@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from trajlab.errors import InputError
+from trajlab.errors import InputError, param
 
 _TOOLS_BLOCK = re.compile(r"<tools>\s*(.*?)\s*</tools>", re.DOTALL)
 
@@ -267,9 +267,9 @@ def load_tools_file(path: str | Path) -> list[dict[str, Any]]:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(f"--tools file not found: {p}") from None
+        raise InputError(f"{param('tools')} file not found: {p}") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"--tools file {p} cannot be read: {e}") from None
+        raise InputError(f"{param('tools')} file {p} cannot be read: {e}") from None
     data: Any
     if p.suffix.lower() in (".yaml", ".yml"):
         import yaml
@@ -277,21 +277,21 @@ def load_tools_file(path: str | Path) -> list[dict[str, Any]]:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as e:
-            raise InputError(f"--tools file {p} is not valid YAML: {e}") from None
+            raise InputError(f"{param('tools')} file {p} is not valid YAML: {e}") from None
     else:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            raise InputError(f"--tools file {p} is not valid JSON (line {e.lineno}: {e.msg})") from None
+            raise InputError(f"{param('tools')} file {p} is not valid JSON (line {e.lineno}: {e.msg})") from None
     if isinstance(data, dict) and isinstance(data.get("tools"), list):
         items = [t.get("tool_schema", t) if isinstance(t, dict) else t for t in data["tools"]]
     elif isinstance(data, list):
         items = data
     else:
         raise InputError(
-            f"--tools file {p}: expected a JSON list of tool schemas or a verl tool config with a 'tools:' list"
+            f"{param('tools')} file {p}: expected a JSON list of tool schemas or a verl tool config with a 'tools:' list"
         )
     tools = normalise_tools(items)
     if not tools:
-        raise InputError(f"--tools file {p} declares no tool with a 'name'")
+        raise InputError(f"{param('tools')} file {p} declares no tool with a 'name'")
     return tools

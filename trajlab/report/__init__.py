@@ -10,27 +10,29 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trajlab.errors import TrajlabError
+from trajlab.report.options import ReportOptions
+
+__all__ = ["report", "ReportOptions"]
 
 
-def report(out: Path | str, output_html: Path | str, *, title: str | None = None, split: str | None = None,
-           max_categories: int = 8, top_names: int = 12, examples_per_category: int = 1,
-           window: int | None = None, run: str | None = None) -> Path:
+def report(out: Path | str, output_html: Path | str, options: ReportOptions | None = None) -> Path:
     """Write the HTML report of the scan at ``out`` to ``output_html`` (atomically) and return its path.
 
     Sections: run overview (trajectories, calls, malformed rate, final-answer rate, score over steps), the
     malformed-call rate per step by category with the early-warning step marked, the top garbled function
     names and their nearest tools, one example per category with the offending span highlighted next to its
     repair, and, when rescore results exist, spike rates per checkpoint and the control tokens that moved most.
-    ``split`` picks the split plotted (default ``train``, else the one with most steps); ``max_categories``
-    panels are drawn (the rest are summed as "other"). ``window``: steps pooled by the charts' lines (default:
-    enough steps for about 50 tool calls; 1 plots every step on its own). With several runs in the scan, a
-    "Runs compared" section comes first (a row per run, every run's malformed-call rate and mean score on one step
-    axis, categories by run) and the per-step sections show ``run`` (default: the largest run that warned).
+    ``options`` (:class:`~trajlab.report.options.ReportOptions`; default: all defaults): ``split`` picks the split
+    plotted (default ``train``, else the one with most steps); ``max_categories`` panels are drawn (the rest are
+    summed as "other"). ``window``: steps pooled by the charts' lines (default: enough steps for about 50 tool
+    calls; 1 plots every step on its own). With several runs in the scan, a "Runs compared" section comes first (a
+    row per run, every run's malformed-call rate and mean score on one step axis, categories by run) and the
+    per-step sections show ``run`` (default: the largest run that warned).
 
     Example::
 
         trajlab.report("out", "report.html")
+        trajlab.report("out", "run_b.html", trajlab.ReportOptions(run="exp_b", window=1))
     """
     from trajlab import __version__
     from trajlab.atomic import atomic_write_bytes, default_file_mode
@@ -39,11 +41,11 @@ def report(out: Path | str, output_html: Path | str, *, title: str | None = None
     from trajlab.report.data import collect
     from trajlab.report.html import page
 
-    if max_categories < 1 or top_names < 0 or examples_per_category < 0 or (window is not None and window < 1):
-        raise TrajlabError("--max-categories and --window must be >= 1; --top-names and --examples must be >= 0")
+    opts = options if options is not None else ReportOptions()
+    title, window = opts.title, opts.window
     dest = check_out_file(output_html, report=True)  # before any work: never replace a file trajlab did not write
-    data = collect(out, split=split, max_categories=max_categories, top_names=top_names,
-                   examples_per_category=examples_per_category, window=window, run=run)
+    data = collect(out, split=opts.split, max_categories=opts.max_categories, top_names=opts.top_names,
+                   examples_per_category=opts.examples_per_category, window=window, run=opts.run)
     warn = data.early_warning.get("step") if data.early_warning else None
     figs: dict[str, str] = {}
     if data.steps:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajlab.duckrows import query_rows, view_names
-from trajlab.errors import TableError
+from trajlab.errors import TableError, param
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -144,7 +144,7 @@ def _runs(out: Path, steps_rows: list[dict[str, Any]], run: str | None) -> tuple
     steps_t = pq.read_table(table_path(out, "steps"))
     if "run" not in steps_t.column_names:  # a scan written before runs (schema 1.0): one unnamed run
         if run is not None:
-            raise TableError(f"{out}: this scan has no runs (written by an older trajlab); re-scan it to use --run")
+            raise TableError(f"{out}: this scan has no runs (written by an older trajlab); re-scan it to use {param('run')}")
         return None, [], {}, {}
     runs = run_summaries(steps_t)
     names = [r["run"] for r in runs]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajlab.errors import CheckpointError, MissingDependencyError
+from trajlab.errors import CheckpointError, MissingDependencyError, param
 from trajlab.rescore.fsdp_merge import SHARD_RE, find_shards, merge_fsdp_shards
 from trajlab.rescore.remote_code import refuse_auto_map
 from trajlab.rescore.tokenizers import check_tokenizer_matches, load_tokenizer
@@ -121,7 +121,7 @@ def _megatron_ref(d: Path) -> dict[str, Any]:
     raise CheckpointError(
         f"{d}: Megatron checkpoint without HF weights (no *.safetensors in huggingface/ or model/huggingface/)",
         hint=f"convert it first: python -m verl.model_merger merge --backend megatron --local_dir {d} "
-        f"--target_dir {d}/huggingface_merged, then pass --ckpt {d}/huggingface_merged")
+        f"--target_dir {d}/huggingface_merged, then pass {param('ckpts', metavar=f'{d}/huggingface_merged')}")
 
 
 def _fsdp_ref(d: Path) -> dict[str, Any]:
@@ -208,7 +208,7 @@ def resolve_checkpoints(paths: list[str | Path], steps: set[int] | None = None) 
     unknown layouts, incomplete FSDP shard sets and Megatron checkpoints without HF weights.
     """
     if not paths:
-        raise CheckpointError("no checkpoint given", hint="pass --ckpt PATH (repeatable)")
+        raise CheckpointError("no checkpoint given", hint=f"pass {param('ckpts', metavar='PATH')} (repeatable)")
     items: list[dict[str, Any]] = []
     for raw in paths:
         p = Path(raw).expanduser()
@@ -272,9 +272,9 @@ def resolve_device(device: str = "auto") -> str:
     if d == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if d.startswith("cuda") and not torch.cuda.is_available():
-        raise CheckpointError(f"--device {device}: no CUDA device is available", hint="use --device cpu")
+        raise CheckpointError(f"{param('device')} {device}: no CUDA device is available", hint=f"use {param('device', 'cpu')}")
     if not (d == "cpu" or d.startswith("cuda") or d == "mps"):
-        raise CheckpointError(f"--device {device}: expected auto, cuda, cuda:N or cpu")
+        raise CheckpointError(f"{param('device')} {device}: expected auto, cuda, cuda:N or cpu")
     return d
 
 
@@ -293,7 +293,7 @@ def resolve_dtype(dtype: str = "auto", device: str = "cpu") -> torch.dtype:
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
     if d not in _DTYPES:
-        raise CheckpointError(f"--dtype {dtype}: expected auto, float32, bfloat16 or float16")
+        raise CheckpointError(f"{param('dtype')} {dtype}: expected auto, float32, bfloat16 or float16")
     return getattr(torch, _DTYPES[d])
 
 
@@ -309,13 +309,13 @@ def _config_error(cfg_dir: Path, exc: Exception) -> CheckpointError:
     mt = raw.get("model_type")
     if "trust_remote_code" in text or "auto_map" in raw:
         return CheckpointError(f"{cfg_dir}/config.json: the model needs its own code ({first})",
-                               hint="pass --trust-remote-code if you trust this checkpoint's code")
+                               hint=f"pass {param('trust_remote_code')} if you trust this checkpoint's code")
     if mt is not None and ("does not recognize" in text or "Unrecognized model" in text or isinstance(exc, KeyError)):
         import transformers
 
         return CheckpointError(
             f"{cfg_dir}/config.json: transformers {transformers.__version__} does not know model_type {mt!r}",
-            hint="upgrade transformers, or pass --trust-remote-code for a custom model that ships its code")
+            hint=f"upgrade transformers, or pass {param('trust_remote_code')} for a custom model that ships its code")
     if mt is not None:
         return CheckpointError(f"{cfg_dir}/config.json: invalid config for model_type {mt!r} ({first})")
     return CheckpointError(f"{cfg_dir}/config.json: cannot build a model config ({first})")
@@ -437,7 +437,7 @@ def merged_weights_dir(ref: CheckpointRef, *, allow_unsafe_pickle: bool = False,
         _write_merged_dir(ref, sd, ref.config_dir, cache)
     except OSError as exc:
         raise CheckpointError(f"{cache}: cannot write the merged-weights cache ({exc.strerror or exc})",
-                              hint="run without --cache-merged, or make the actor directory writable") from None
+                              hint=f"run without {param('cache_merged')}, or make the actor directory writable") from None
     return cache
 
 
@@ -499,7 +499,7 @@ def load_model(
         import importlib.util
 
         if importlib.util.find_spec("accelerate") is None:
-            raise MissingDependencyError("--device-map needs the accelerate package", hint="pip install accelerate")
+            raise MissingDependencyError(f"{param('device_map')} needs the accelerate package", hint="pip install accelerate")
     attn = attn_implementation or _attn_implementation(dev, torch_dtype)
     config_dir = ref.hf_dir or ref.config_dir
     if config_dir is None:
@@ -549,7 +549,7 @@ def load_model(
                                   hint="the config and the weights come from different models") from None
         if "trust_remote_code" in text:
             raise CheckpointError(f"checkpoint {ref.label}: the model needs its own code ({first})",
-                                  hint="pass --trust-remote-code if you trust it") from None
+                                  hint=f"pass {param('trust_remote_code')} if you trust it") from None
         raise CheckpointError(f"checkpoint {ref.label}: cannot load the model ({first})") from None
     missing = sorted(info.get("missing_keys") or ())
     if missing:

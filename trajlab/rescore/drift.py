@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from trajlab.errors import TrajlabError
+from trajlab.errors import TrajlabError, param
 
 __all__ = ["DriftResult", "compare_to_reference", "pick_reference", "bootstrap_delta"]
 
@@ -88,7 +88,7 @@ def pick_reference(checkpoints: Sequence[tuple[str, int | None]], reference: str
         return checkpoints[order[0]][0]
     labels = [lab for lab, _ in checkpoints]
     if reference not in labels:
-        raise TrajlabError(f"--reference {reference!r} is not a checkpoint of this run; labels: {', '.join(labels)}")
+        raise TrajlabError(f"{param('reference')} {reference!r} is not a checkpoint of this run; labels: {', '.join(labels)}")
     return reference
 
 
@@ -239,7 +239,7 @@ def compare_to_reference(
     from trajlab.tables import write_table
 
     if not 0.5 <= quantile < 1.0:
-        raise TrajlabError(f"--calibration-quantile {quantile}: expected a value in [0.5, 1), e.g. 0.999")
+        raise TrajlabError(f"{param('calibration_quantile')} {quantile}: expected a value in [0.5, 1), e.g. 0.999")
     th = thresholds if thresholds is not None else thresholds_from_rules(load_control_rules())
     out = Path(out)
     present = [(lab, st) for lab, st in checkpoints if (outputs.label_dir(out, lab) / "positions.parquet").exists()]

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajlab.errors import CheckpointError
+from trajlab.errors import CheckpointError, param
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -129,7 +129,7 @@ def load_shard(path: str | Path, *, allow_unsafe_pickle: bool = False) -> dict[s
                        else "")
             raise CheckpointError(
                 f"{path}: refused to unpickle (weights_only=True): {why}",
-                hint="only if you trust this file: --allow-unsafe-pickle") from None
+                hint=f"only if you trust this file: {param('allow_unsafe_pickle')}") from None
         try:
             sd = torch.load(path, map_location="cpu", weights_only=False)
         except Exception as exc2:  # noqa: BLE001 - any failure of an untrusted pickle is reported, not raised

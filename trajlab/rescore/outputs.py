@@ -98,7 +98,7 @@ def check_resume_options(out: Path, label: str, opts: dict[str, Any]) -> None:
     ``options.json``, else its finished ``manifest.json``) must equal ``opts``; else a one-line error."""
     import json
 
-    from trajlab.errors import TrajlabError
+    from trajlab.errors import TrajlabError, param
 
     prev: dict[str, Any] | None = None
     for src in (_options_path(out, label), label_dir(out, label) / "manifest.json"):
@@ -117,8 +117,8 @@ def check_resume_options(out: Path, label: str, opts: dict[str, Any]) -> None:
     changed = sorted(k for k in opts if prev.get(k) != json.loads(json.dumps(opts[k])))
     if changed:
         raise TrajlabError(
-            f"--resume: checkpoint {label} was scored with other {', '.join(changed)} than now; its results "
-            "cannot be continued with these options", hint="run without --resume to score it again from the start")
+            f"{param('resume')}: checkpoint {label} was scored with other {', '.join(changed)} than now; its results "
+            "cannot be continued with these options", hint=f"run without {param('resume')} to score it again from the start")
 
 
 def prepare_resume(out: Path, label: str) -> set[str]:

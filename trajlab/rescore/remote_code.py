@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trajlab.errors import CheckpointError
+from trajlab.errors import CheckpointError, param
 
 
 def refuse_auto_map(path: Path) -> None:
@@ -19,4 +19,4 @@ def refuse_auto_map(path: Path) -> None:
     if isinstance(raw, dict) and raw.get("auto_map"):
         names = ", ".join(sorted(raw["auto_map"]))[:120] if isinstance(raw["auto_map"], dict) else "auto_map"
         raise CheckpointError(f"{path}: needs its own code (auto_map: {names}); refusing without "
-                              "--trust-remote-code", hint="pass --trust-remote-code if you trust this checkpoint's code")
+                              f"{param('trust_remote_code')}", hint=f"pass {param('trust_remote_code')} if you trust this checkpoint's code")

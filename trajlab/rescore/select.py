@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from trajlab.errors import TableError, TrajlabError
+from trajlab.errors import TableError, TrajlabError, param
 from trajlab.rescore.stream import TrajectoryText
 from trajlab.tables import table_path
 
@@ -47,7 +47,7 @@ def parse_steps(spec: str | Iterable[int] | None) -> set[int] | None:
             else:
                 out.add(int(part))
         except ValueError:
-            raise TrajlabError(f"--steps: cannot read {part!r} (use a list like 60,120 or a range like 80-130)") from None
+            raise TrajlabError(f"{param('steps')}: cannot read {part!r} (use a list like 60,120 or a range like 80-130)") from None
     return out or None
 
 
@@ -91,17 +91,17 @@ def select_trajectories(
         rows = con.execute(sql).fetchall()
     except Exception as e:  # duckdb raises its own error types for a bad predicate
         msg = str(e).splitlines()[0]
-        raise TrajlabError(f"--where {where!r}: {msg}") from None
+        raise TrajlabError(f"{param('where')} {where!r}: {msg}") from None
     finally:
         con.close()
     if sample is not None:
         if sample < 1:
-            raise TrajlabError("--sample must be at least 1")
+            raise TrajlabError(f"{param('sample')} must be at least 1")
         rows = _stratified(rows, sample, seed)
     ids = [r[0] for r in rows]
     if limit is not None:
         if limit < 0:
-            raise TrajlabError("--limit must not be negative")
+            raise TrajlabError(f"{param('limit')} must not be negative")
         ids = ids[:limit]
     return ids
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajlab.errors import CheckpointError, MissingDependencyError
+from trajlab.errors import CheckpointError, MissingDependencyError, param
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -298,7 +298,7 @@ def tokenizer_dir_for(ref_or_path: Any) -> Path:
     label = getattr(ref_or_path, "label", ref_or_path)
     where = ", ".join(str(c) for c in candidates if c is not None)
     raise CheckpointError(f"checkpoint {label}: no tokenizer files in {where}",
-                          hint="pass --tokenizer DIR (or --tokenizer qwen3 / qwen3.5)")
+                          hint=f"pass {param('tokenizer', metavar='DIR')} (or {param('tokenizer', 'qwen3')} / qwen3.5)")
 
 
 def load_tokenizer(ref_or_path: Any, *, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
@@ -322,7 +322,7 @@ def load_tokenizer(ref_or_path: Any, *, trust_remote_code: bool = False) -> PreT
         return AutoTokenizer.from_pretrained(str(d), trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        hint = "pass --trust-remote-code if you trust this tokenizer's code" if "trust_remote_code" in str(
+        hint = f"pass {param('trust_remote_code')} if you trust this tokenizer's code" if "trust_remote_code" in str(
             exc) else None
         raise CheckpointError(f"{d}: cannot load the tokenizer: {msg}", hint=hint) from None
 
@@ -351,11 +351,11 @@ def check_tokenizer_matches(model: PreTrainedModel, tokenizer: PreTrainedTokeniz
     if n > rows:
         raise CheckpointError(
             f"tokenizer {name} has {n} tokens but the model only {rows} embedding rows: not this model's "
-            "tokenizer", hint="pass --tokenizer with the checkpoint's own tokenizer")
+            "tokenizer", hint=f"pass {param('tokenizer')} with the checkpoint's own tokenizer")
     if rows > 1.1 * n + 1024:
         raise CheckpointError(
             f"the model has {rows} embedding rows but tokenizer {name} only {n} tokens: not this model's "
-            "tokenizer", hint="pass --tokenizer with the checkpoint's own tokenizer")
+            "tokenizer", hint=f"pass {param('tokenizer')} with the checkpoint's own tokenizer")
     cfg = model.config
     text_cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
     named: dict[str, list[int]] = {}
@@ -374,12 +374,12 @@ def check_tokenizer_matches(model: PreTrainedModel, tokenizer: PreTrainedTokeniz
             if not 0 <= i < n:
                 raise CheckpointError(
                     f"the model's {attr} {i} is not a token of tokenizer {name} ({n} tokens): not this model's "
-                    "tokenizer", hint="pass --tokenizer with the checkpoint's own tokenizer")
+                    "tokenizer", hint=f"pass {param('tokenizer')} with the checkpoint's own tokenizer")
             tok = tokenizer.convert_ids_to_tokens(i)
             if tok not in specials:
                 raise CheckpointError(
                     f"the model's {attr} {i} is {tok!r} in tokenizer {name}, not a special token: not this "
-                    "model's tokenizer", hint="pass --tokenizer with the checkpoint's own tokenizer")
+                    "model's tokenizer", hint=f"pass {param('tokenizer')} with the checkpoint's own tokenizer")
 
 
 def token_ids(tokenizer: PreTrainedTokenizerBase, strings: Iterable[str]) -> dict[str, int]:

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from trajlab.atomic import atomic_write_json
-from trajlab.errors import InputError
+from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks
 from trajlab.model import IngestError
 from trajlab.outpaths import begin_write, end_write, prepare_out_dir, remove_stale_temps, write_lock
@@ -167,7 +167,7 @@ def scan(
         end_write(out)
         if strict and summary.ingest_errors:
             raise InputError(
-                f"{summary.ingest_errors} ingest error(s) (--strict); first: {summary.ingest_error_examples[0]}",
+                f"{summary.ingest_errors} ingest error(s) ({param('strict')}); first: {summary.ingest_error_examples[0]}",
                 hint=f"see {table_path(out, 'ingest_errors')}",
             )
         return summary

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from trajlab.errors import InputError
+from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask
 from trajlab.scan.columnar import process_segments
 from trajlab.scan.options import ScanOptions
@@ -38,7 +38,7 @@ def resolve_engine(name: str | None) -> str:
     """The engine to use: ``name``, else ``$TRAJLAB_ENGINE``, else ``auto``; an unknown name is an input error."""
     chosen = name or os.environ.get(ENV_VAR) or "auto"
     if chosen not in ENGINES:
-        src = "--engine" if name else f"${ENV_VAR}"
+        src = param("engine") if name else f"${ENV_VAR}"
         raise InputError(f"unknown {src} {chosen!r}; choose one of: {', '.join(ENGINES)}")
     return chosen
 

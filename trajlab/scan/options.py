@@ -54,7 +54,7 @@ def make_scan_options(*, tools: str | Path | list[dict[str, Any]] | None = None,
                       engine: str | None = None) -> ScanOptions:
     """Validate the scan options as the CLI gives them (``auto`` = detect); one-line errors for bad values."""
     from trajlab import toolcalls
-    from trajlab.errors import InputError
+    from trajlab.errors import InputError, param
     from trajlab.ingest import validate_format_name
     from trajlab.ingest.tool_schemas import load_tools_file
     from trajlab.scan.engines import resolve_engine
@@ -63,7 +63,7 @@ def make_scan_options(*, tools: str | Path | list[dict[str, Any]] | None = None,
     if tool_format in ("auto", ""):
         tool_format = None
     if tool_format is not None and tool_format not in known_formats:
-        raise InputError(f"unknown --tool-format {tool_format!r}; choose one of: auto, {', '.join(known_formats)}")
+        raise InputError(f"unknown {param('tool_format')} {tool_format!r}; choose one of: auto, {', '.join(known_formats)}")
     tool_list = load_tools_file(tools) if isinstance(tools, (str, Path)) else tools
     return ScanOptions(tool_format=tool_format, tools=tool_list, rules_dirs=tuple(str(Path(d)) for d in rules_dirs),
                        input_format=validate_format_name(input_format), engine=resolve_engine(engine))
