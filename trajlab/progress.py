@@ -20,7 +20,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from trajlab.console import err_console
+from trajlab import console
 
 __all__ = [
     "BarColumn", "DownloadColumn", "MofNCompleteColumn", "Progress", "TaskProgressColumn", "TextColumn",
@@ -30,5 +30,6 @@ __all__ = [
 
 def progress_bar(*columns: str | ProgressColumn, enabled: bool = True, transient: bool = True) -> Progress:
     """A rich :class:`~rich.progress.Progress` with ``columns`` on stderr; it draws nothing unless ``enabled``.
-    ``transient`` bars vanish when done (the command prints its own summary); others stay on screen."""
-    return Progress(*columns, console=err_console, disable=not enabled, transient=transient)
+    ``transient`` bars vanish when done (the command prints its own summary); others stay on screen. The
+    console is looked up when the bar is made, so a replaced :data:`trajlab.console.err_console` is honoured."""
+    return Progress(*columns, console=console.err_console, disable=not enabled, transient=transient)
