@@ -32,17 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trajlab.atomic import atomic_path
 from trajlab.errors import InputError
 from trajlab.ingest import FileTask, InputFile, detect_format, find_inputs, plan_tasks, split_from_path
 from trajlab.ingest.fields import step_from_name
 from trajlab.outpaths import prepare_out_dir
-from trajlab.scan.ids import trajectory_id
 from trajlab.scan.options import ScanOptions, make_scan_options
-from trajlab.scan.parts import PART_TABLES, part_path
 from trajlab.trends import aggregate_steps, early_warning, tripped_runs
+from trajlab.watch_store import WATCH_DIR, _part_frame, _range_dir, _reid, _wdir
 
-WATCH_DIR = ".watch"
 #: environment variables set for ``--on-trip CMD``
 TRIP_ENV = ("TRAJLAB_RUN", "TRAJLAB_STEP", "TRAJLAB_RATE", "TRAJLAB_REASON", "TRAJLAB_OUT")
 
@@ -140,63 +137,6 @@ class _File:
 
     def digest(self) -> str:
         return self.sha.hexdigest()
-
-
-def _wdir(out: Path, rel: str) -> Path:
-    """Watch's directory for one input file (its ranges' unit directories and ``done.json`` files)."""
-    return out / WATCH_DIR / hashlib.sha1(rel.encode("utf-8", "surrogatepass")).hexdigest()[:20]
-
-
-def _range_dir(wdir: Path, chunk: int) -> Path:
-    """The unit directory holding the part files of range ``chunk`` of a file (one range per unit)."""
-    return wdir / f"r{chunk:05d}"
-
-
-def read_arrow(path: Path) -> Any:
-    """A whole Arrow IPC file as a table, read into memory (the file may be rewritten afterwards)."""
-    import pyarrow as pa
-
-    with pa.OSFile(str(path), "rb") as src:
-        return pa.ipc.open_file(src).read_all()
-
-
-def write_arrow(table: Any, path: Path) -> None:
-    """Write ``table`` as an Arrow IPC file (lz4), atomically: a temp file, then a rename."""
-    import pyarrow as pa
-
-    with atomic_path(path) as tmp, pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
-            sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
-        w.write_table(table)
-
-
-def _reid(wdir: Path, chunks: int, rel: str, digest: str) -> None:
-    """Recompute the ids in the parts of ``chunks`` ranges of one file for its new content hash."""
-    import pyarrow as pa
-
-    for k in range(chunks):
-        path = part_path(_range_dir(wdir, k), "trajectories")
-        if not path.is_file():
-            continue
-        traj = read_arrow(path)
-        old = traj.column("trajectory_id").to_pylist()
-        new = [trajectory_id(rel, line, digest) for line in traj.column("source_line").to_pylist()]
-        if old == new:
-            continue
-        mapping = dict(zip(old, new, strict=True))
-        for spec in PART_TABLES:
-            p = part_path(_range_dir(wdir, k), spec.name)
-            if spec.name == "ingest_errors" or not p.is_file():
-                continue
-            t = read_arrow(p)
-            ids = t.column("trajectory_id").to_pylist()
-            t = t.set_column(t.schema.get_field_index("trajectory_id"), "trajectory_id",
-                             pa.array([mapping[i] for i in ids], pa.string()))
-            if "call_id" in t.column_names:
-                cids = t.column("call_id").to_pylist()
-                t = t.set_column(t.schema.get_field_index("call_id"), t.schema.field("call_id"),
-                                 pa.array([None if c is None else mapping[i] + c[len(i):]
-                                           for c, i in zip(cids, ids, strict=True)], pa.string()))
-            write_arrow(t, p)
 
 
 class Watcher:
@@ -428,13 +368,6 @@ def _has_newline(path: Path, limit: int = 1 << 24) -> bool:
             if limit <= 0:
                 return True
     return False
-
-
-def _part_frame(wdir: Path, chunk: int, table: str) -> Any:
-    from trajlab.tables import SCAN_TABLES, empty_table
-
-    p = part_path(_range_dir(wdir, chunk), table)
-    return read_arrow(p) if p.is_file() else empty_table(SCAN_TABLES[table])
 
 
 def run_trip_command(cmd: str, trip: Trip, out: Path) -> int:

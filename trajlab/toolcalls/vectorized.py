@@ -29,8 +29,9 @@ from typing import Any
 import polars as pl
 
 from trajlab.toolcalls.ruleset import RuleSet
-from trajlab.toolcalls.schema import ToolIndex, verl_type
-from trajlab.toolcalls.schema import conversion_kind as verl_kind
+from trajlab.toolcalls.schema import ToolIndex
+from trajlab.toolcalls.verl_conversion import conversion_kind as verl_kind
+from trajlab.toolcalls.verl_conversion import verl_type
 
 _NAME = r"[A-Za-z0-9_.\-]{1,64}"
 _WS = r"[ \t\r\n]*"

@@ -32,7 +32,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from trajlab.toolcalls.schema import ToolIndex, verl_convert
+from trajlab.toolcalls.schema import ToolIndex
+from trajlab.toolcalls.verl_conversion import verl_convert
 
 #: the verl release whose parsers are reproduced here (messages name it)
 VERL_VERSION = "0.9.1"
