@@ -8,7 +8,7 @@ workers (:func:`trajlab.scan.worker.process_unit`) into watch's own storage, one
 (``OUT/.watch/<file hash>/r<range>/<table>.arrow``, the scan's part-file layout); the per-step aggregates, the early
 warning and ``--fail-above`` are updated from that range alone, and one line is printed per step. When a file
 grows, the ids of its earlier ranges are recomputed (a ``trajectory_id`` hashes the file's content), which reads
-only that file's parts (:func:`read_arrow` / :func:`write_arrow`, watch's one pair of Arrow IPC helpers). Other
+only that file's parts (:mod:`trajlab.watch_store`). Other
 formats (verl-tool JSON lists, Parquet) are read whole once their size and modification time stay the same for
 one interval. ``OUT/.watch/`` is watch's alone: a (re)started watch clears it and classifies every file again.
 
@@ -17,6 +17,9 @@ OUT is a complete scan output all along: every ``publish_every`` seconds (and on
 already holds unchanged are not read again, files new or grown since the last publish are classified again by the
 scan itself. The final publish is exactly ``trajlab scan ROOT -o OUT``, so the tables equal a one-shot scan of the
 finished directory byte for byte.
+
+The module is longer than ~400 lines because :class:`Watcher` is one state machine (look, classify, aggregate,
+report and trip, publish) whose steps share its per-file state; its storage is in :mod:`trajlab.watch_store`.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from trajlab.ingest.fields import step_from_name
 from trajlab.outpaths import prepare_out_dir
 from trajlab.scan.options import ScanOptions, make_scan_options
 from trajlab.trends import aggregate_steps, early_warning, tripped_runs
-from trajlab.watch_store import WATCH_DIR, _part_frame, _range_dir, _reid, _wdir
+from trajlab.watch_store import WATCH_DIR, file_dir, range_dir, range_table, reid_ranges
 
 #: environment variables set for ``--on-trip CMD``
 TRIP_ENV = ("TRAJLAB_RUN", "TRAJLAB_STEP", "TRAJLAB_RATE", "TRAJLAB_REASON", "TRAJLAB_OUT")
@@ -242,7 +245,7 @@ class Watcher:
         return self._classify(f, task)
 
     def _reset(self, f: _File) -> None:
-        shutil.rmtree(_wdir(self.out, f.info.rel), ignore_errors=True)
+        shutil.rmtree(file_dir(self.out, f.info.rel), ignore_errors=True)
         f.consumed = f.lines = f.chunks = 0
         f.sha = hashlib.sha1()
         f.contrib = {}
@@ -251,11 +254,11 @@ class Watcher:
 
         from trajlab.scan.worker import process_unit
 
-        wdir = _wdir(self.out, f.info.rel)
+        wdir = file_dir(self.out, f.info.rel)
         digest = f.digest()
-        process_unit([(task, digest, str(wdir))], self.scan_opts, str(_range_dir(wdir, task.chunk)))
+        process_unit([(task, digest, str(wdir))], self.scan_opts, str(range_dir(wdir, task.chunk)))
         if f.chunks:
-            _reid(wdir, f.chunks, f.info.rel, digest)
+            reid_ranges(wdir, f.chunks, f.info.rel, digest)
         f.chunks += 1
         self.dirty = True
         return self._aggregate(f, wdir, task.chunk)
@@ -264,8 +267,8 @@ class Watcher:
         """Add range ``k``'s rows to the file's per-step aggregates; returns the steps it touched."""
         import polars as pl
 
-        traj = _part_frame(wdir, k, "trajectories")
-        calls = _part_frame(wdir, k, "calls")
+        traj = range_table(wdir, k, "trajectories")
+        calls = range_table(wdir, k, "calls")
         touched = set()
         for r in aggregate_steps(pl.from_arrow(traj).lazy(), pl.from_arrow(calls).lazy()):
             key = (r["run"], r["split"], r["step"])

@@ -1,4 +1,11 @@
-"""Watch's own storage under ``OUT/.watch/``: classified byte ranges as Arrow IPC part files."""
+"""Watch's own storage under ``OUT/.watch/``: the byte ranges it classified, as Arrow IPC part files.
+
+One directory per input file, one unit directory per range, in the scan's part-file layout
+(``OUT/.watch/<file hash>/r<range>/<table>.arrow``): :func:`file_dir` and :func:`range_dir` name them,
+:func:`read_arrow` / :func:`write_arrow` are watch's one pair of Arrow IPC helpers, :func:`reid_ranges` recomputes
+the ids of a file's earlier ranges when it grew (a ``trajectory_id`` hashes the file's content), and
+:func:`range_table` reads one table of one range back.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +20,12 @@ from trajlab.scan.parts import PART_TABLES, part_path
 WATCH_DIR = ".watch"
 
 
-def _wdir(out: Path, rel: str) -> Path:
+def file_dir(out: Path, rel: str) -> Path:
     """Watch's directory for one input file (its ranges' unit directories and ``done.json`` files)."""
     return out / WATCH_DIR / hashlib.sha1(rel.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
-def _range_dir(wdir: Path, chunk: int) -> Path:
+def range_dir(wdir: Path, chunk: int) -> Path:
     """The unit directory holding the part files of range ``chunk`` of a file (one range per unit)."""
     return wdir / f"r{chunk:05d}"
 
@@ -40,12 +47,12 @@ def write_arrow(table: Any, path: Path) -> None:
         w.write_table(table)
 
 
-def _reid(wdir: Path, chunks: int, rel: str, digest: str) -> None:
+def reid_ranges(wdir: Path, chunks: int, rel: str, digest: str) -> None:
     """Recompute the ids in the parts of ``chunks`` ranges of one file for its new content hash."""
     import pyarrow as pa
 
     for k in range(chunks):
-        path = part_path(_range_dir(wdir, k), "trajectories")
+        path = part_path(range_dir(wdir, k), "trajectories")
         if not path.is_file():
             continue
         traj = read_arrow(path)
@@ -55,7 +62,7 @@ def _reid(wdir: Path, chunks: int, rel: str, digest: str) -> None:
             continue
         mapping = dict(zip(old, new, strict=True))
         for spec in PART_TABLES:
-            p = part_path(_range_dir(wdir, k), spec.name)
+            p = part_path(range_dir(wdir, k), spec.name)
             if spec.name == "ingest_errors" or not p.is_file():
                 continue
             t = read_arrow(p)
@@ -70,8 +77,8 @@ def _reid(wdir: Path, chunks: int, rel: str, digest: str) -> None:
             write_arrow(t, p)
 
 
-def _part_frame(wdir: Path, chunk: int, table: str) -> Any:
+def range_table(wdir: Path, chunk: int, table: str) -> Any:
     from trajlab.tables import SCAN_TABLES, empty_table
 
-    p = part_path(_range_dir(wdir, chunk), table)
+    p = part_path(range_dir(wdir, chunk), table)
     return read_arrow(p) if p.is_file() else empty_table(SCAN_TABLES[table])

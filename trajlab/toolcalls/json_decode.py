@@ -1,4 +1,10 @@
-"""JSON call bodies: decoding, and the diagnosis of bodies that do not decode."""
+"""Decoding a JSON call body the way verl does, and naming what is wrong when it does not decode.
+
+:func:`decode_body` tries ``json.loads`` (what verl runs); when that fails it diagnoses the body (doubled braces,
+text around the object, typographic or single quotes, trailing commas, the XML habits ``"name=..."`` /
+``"key=value"``) as :class:`Found` issues and tries the matching fixes, so that a repair can be offered when exactly
+one reading exists. The result is a :class:`Decoded`.
+"""
 
 from __future__ import annotations
 
@@ -147,18 +153,18 @@ def decode_body(body: str, rs: RuleSet, *, at_end: bool = False) -> Decoded:
         except Exception:
             obj = MISSING
     if obj is MISSING:
-        e = err or first_error
-        truncated = at_end and _ends_early(e, w)
+        fail = err or first_error
+        truncated = at_end and _ends_early(fail, w)
         if not truncated and not any(f.category == "invalid_json" for f in found):
-            pos = getattr(e, "pos", None)
+            pos = getattr(fail, "pos", None)
             s = brace + pos if isinstance(pos, int) and pos <= len(work) else lead
             found.append(Found("invalid_json", "syntax", s, max(s + 1, len(body.rstrip())), {}))
-        why = f"the JSON does not decode even after the obvious fixes ({_err(e)})"
+        why = f"the JSON does not decode even after the obvious fixes ({_err(fail)})"
         for f in found:
             f.params.setdefault("error", _err(first_error))
             if f.blocker is None:
                 f.blocker = why
-        return Decoded(MISSING, found, False, coerce, _err(e), truncated)
+        return Decoded(MISSING, found, False, coerce, _err(fail), truncated)
     if not any(f.category == "invalid_json" for f in found):
         # every body that json.loads rejects is invalid JSON, whatever else is wrong with it
         pos = getattr(first_error, "pos", None)

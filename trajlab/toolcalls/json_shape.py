@@ -1,4 +1,9 @@
-"""JSON call bodies: the shape of the decoded call object."""
+"""The shape of a decoded JSON call: ``{"name": str, "arguments": {...}}``, as verl needs it.
+
+:func:`shape` reads the function name and the arguments from what :func:`~.json_decode.decode_body` returned,
+through the usual departures (an OpenAI ``function`` wrapper, other name or argument keys, arguments as a JSON
+string or written next to the name), each reported as a :class:`~.json_decode.Found` issue.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""JSON call bodies: the token walk that locates members and their spans."""
+"""Locating the members of a JSON call body (keys and values) and their character spans.
+
+:func:`walk` is a tolerant token walk (one regex ``finditer``, a Python step per JSON *token*, never per character)
+that reads any text, broken JSON included; :func:`walk_valid` gives the same for a body that is valid JSON with one
+C-scanner step per member. Both return :class:`Member` records of the top-level object and of the objects directly
+inside it, from which :mod:`.jsonbody` takes the spans of the name and of each parameter, duplicate keys and edits.
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
-"""JSON call bodies (hermes format, and JSON written inside the XML format): decode, diagnose, locate.
+"""JSON call bodies into call drafts: whole call objects (hermes, and JSON written where XML was expected) and
+arguments-only objects (kimi_k2, deepseek_v31, gpt_oss).
 
-* :func:`decode_body` decodes a body like verl (``json.loads``); when that fails it names what is wrong
-  (doubled braces, text around the object, typographic or single quotes, trailing commas, the XML habits
-  ``"name=..."`` / ``"key=value"``) and tries the matching fixes, so a repair can be offered when exactly one
-  reading exists.
-* :func:`shape` checks the decoded object has the ``{"name": str, "arguments": {...}}`` shape verl needs.
-* :func:`walk` is a tolerant token walk (one regex ``finditer``, a Python step per JSON *token*, never per
-  character) that locates the name and the argument keys/values for spans, duplicate keys and edits.
+:func:`fill_json_call` and :func:`fill_json_arguments` fill a :class:`~.draft.CallDraft` from a body: decoded and
+diagnosed by :mod:`.json_decode`, its call shape checked by :mod:`.json_shape`, its members located by
+:mod:`.json_walk` for the spans (:func:`json_spans`). :func:`find_bare_json` finds call objects written outside any
+``<tool_call>``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,12 @@
-"""Rule-pack entries: taxonomy categories, variants and user regex rules, validated."""
+"""The entries of the rule packs, validated: taxonomy categories, their variants, and user regex rules.
+
+:func:`parse_category`, :func:`merge_variants` and :func:`parse_regex_rules` turn the YAML of ``taxonomy.yaml``
+and ``formats/*.yaml`` into :class:`CategoryDef` / :class:`RegexRule` records, or raise
+:class:`~trajlab.errors.TrajlabError` naming the file and the entry; :func:`compile_regex` compiles a pack's pattern
+with the same kind of error; :func:`category_origins` says which user pack added a category. :data:`SEVERITIES`,
+:data:`SPAN_KINDS` and :data:`RULE_TARGETS` are the values an entry may use. :class:`~.ruleset.RuleSet` assembles
+them.
+"""
 
 from __future__ import annotations
 
@@ -45,7 +53,7 @@ class RegexRule:
     source: str
 
 
-def _merge_variants(cats: dict[str, CategoryDef], spec: Any, where: str) -> None:
+def merge_variants(cats: dict[str, CategoryDef], spec: Any, where: str) -> None:
     """Add a format file's ``variants: {category: {variant: {...}}}`` to the taxonomy (existing ones are kept)."""
     if not spec:
         return
@@ -64,14 +72,14 @@ def _merge_variants(cats: dict[str, CategoryDef], spec: Any, where: str) -> None
             cats[cid].variants.setdefault(str(vid), v)
 
 
-def _compile(pattern: Any, where: str, flags: int = 0) -> re.Pattern[str]:
+def compile_regex(pattern: Any, where: str, flags: int = 0) -> re.Pattern[str]:
     try:
         return re.compile(str(pattern), flags)
     except re.error as e:
         raise TrajlabError(f"rules {where}: invalid regex {pattern!r}: {e}") from None
 
 
-def _category(cid: str, spec: Any, source: str) -> CategoryDef:
+def parse_category(cid: str, spec: Any, source: str) -> CategoryDef:
     where = f"taxonomy.yaml category {cid!r}"
     if not isinstance(spec, dict):
         raise TrajlabError(f"rules {where}: expected a mapping")
@@ -126,7 +134,7 @@ def _user_taxonomies(dirs: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _category_origins(dirs: tuple[str, ...]) -> dict[str, str]:
+def category_origins(dirs: tuple[str, ...]) -> dict[str, str]:
     """Which user pack first added each non-builtin category (for `trajlab rules list`)."""
     out: dict[str, str] = {}
     builtin = load_rule_file("taxonomy.yaml", ())
@@ -154,7 +162,7 @@ def _tuple_or_none(v: Any) -> tuple[str, ...] | None:
     return tuple(str(x) for x in v)
 
 
-def _regex_rules(items: Any, cats: dict[str, CategoryDef], dirs: tuple[str, ...]) -> list[RegexRule]:
+def parse_regex_rules(items: Any, cats: dict[str, CategoryDef], dirs: tuple[str, ...]) -> list[RegexRule]:
     if not isinstance(items, list):
         raise TrajlabError("rules taxonomy.yaml: 'rules' must be a list")
     srcs = _rule_sources(dirs)
@@ -189,7 +197,7 @@ def _regex_rules(items: Any, cats: dict[str, CategoryDef], dirs: tuple[str, ...]
                 id=rid,
                 category=str(r["category"]),
                 applies_to=targets,
-                pattern=_compile(r["pattern"], f"{where} ({rid})", flags | re.DOTALL),
+                pattern=compile_regex(r["pattern"], f"{where} ({rid})", flags | re.DOTALL),
                 severity=sev,
                 message=str(r["message"]) if r.get("message") else None,
                 params=_tuple_or_none(r.get("params")),

@@ -1,9 +1,11 @@
-"""The loaded, validated and compiled rule packs: taxonomy, per-format hints, garbling heuristics, user rules.
+"""The compiled rule packs (:class:`RuleSet`): taxonomy, per-format hints, garbling heuristics, user rules, and
+the severity and message of each finding.
 
 Everything the classifier knows as *data* lives in ``rules/`` (installed as ``trajlab.rules``) and in user
 packs given with ``--rules DIR``. :func:`get_ruleset` loads and compiles it once per distinct tuple of user
 directories (``lru_cache``), so the hot path never touches YAML. Invalid packs raise
-:class:`~trajlab.errors.TrajlabError` with the file and the offending entry.
+:class:`~trajlab.errors.TrajlabError` with the file and the offending entry (the entries are parsed and
+validated in :mod:`.rule_defs`).
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from trajlab.rulepacks import builtin_rules_dir, load_rule_file
 from trajlab.toolcalls.rule_defs import (
     SEVERITIES,
     CategoryDef,
-    _category,
-    _category_origins,
-    _compile,
-    _merge_variants,
-    _regex_rules,
+    category_origins,
+    compile_regex,
+    merge_variants,
+    parse_category,
+    parse_regex_rules,
 )
 
 #: rules/formats/*.yaml that are not call formats
@@ -47,12 +49,12 @@ class RuleSet:
         tax = load_rule_file("taxonomy.yaml", dirs)
         if not isinstance(tax, dict) or not isinstance(tax.get("categories"), dict):
             raise TrajlabError("rules taxonomy.yaml: expected a mapping with a 'categories:' mapping")
-        origin = _category_origins(dirs)
+        origin = category_origins(dirs)
         cats: dict[str, CategoryDef] = {}
         for cid, spec in tax["categories"].items():
-            cats[str(cid)] = _category(str(cid), spec, origin.get(str(cid), "builtin"))
+            cats[str(cid)] = parse_category(str(cid), spec, origin.get(str(cid), "builtin"))
         self.categories = cats
-        self.regex_rules = tuple(_regex_rules(tax.get("rules") or [], cats, dirs))
+        self.regex_rules = tuple(parse_regex_rules(tax.get("rules") or [], cats, dirs))
 
         self.formats: dict[str, dict[str, Any]] = {}
         names = sorted(p.stem for p in (builtin_rules_dir() / "formats").glob("*.yaml") if p.stem not in _NON_FORMAT_FILES)
@@ -67,7 +69,7 @@ class RuleSet:
         self.format_literals = {n: tuple(str(x) for x in d.get("call_literals") or ()) for n, d in self.formats.items()}
         self.own_foreign = {n: tuple(str(x) for x in d.get("foreign_families") or ()) for n, d in self.formats.items()}
         for n, d in self.formats.items():
-            _merge_variants(cats, d.get("variants"), f"formats/{n}.yaml")
+            merge_variants(cats, d.get("variants"), f"formats/{n}.yaml")
         # per format: explanation templates that replace a category's (`messages`), and what the family's own
         # parsers do with such a call (`parser_notes`, appended); keys are `category` or `category/variant`
         self.format_messages = {n: {str(k): str(v) for k, v in (d.get("messages") or {}).items()}
@@ -87,7 +89,7 @@ class RuleSet:
             for n, d in self.formats.items()
         }
         q = self.formats["qwen3_coder"]
-        self.close_tail_re = _compile(
+        self.close_tail_re = compile_regex(
             "|".join(f"(?:{p})" for p in q.get("close_tail_variants") or ()) or r"(?!x)x", "formats/qwen3_coder.yaml"
         )
         self.description_tags = tuple(str(t) for t in q.get("description_tags") or ())
@@ -106,9 +108,9 @@ class RuleSet:
             fams.append(
                 ForeignFamily(
                     str(f["id"]),
-                    _compile(f["pattern"], where, re.DOTALL),
-                    _compile(f["name"], where, re.DOTALL) if f.get("name") else None,
-                    _compile(f["params"], where, re.DOTALL) if f.get("params") else None,
+                    compile_regex(f["pattern"], where, re.DOTALL),
+                    compile_regex(f["name"], where, re.DOTALL) if f.get("name") else None,
+                    compile_regex(f["params"], where, re.DOTALL) if f.get("params") else None,
                     str(f["trigger"]) if f.get("trigger") else None,
                 )
             )
@@ -116,19 +118,19 @@ class RuleSet:
         # cheap trigger: the literal start of each family's pattern (everything before its first `.*?`)
         self.foreign_any = re.compile("|".join(f"(?:{f.pattern.pattern.split('.*?')[0]})" for f in fams)) if fams else None
         self.body_patterns = tuple(
-            (str(b["id"]), _compile(b["pattern"], "formats/foreign.yaml body_patterns", re.DOTALL))
+            (str(b["id"]), compile_regex(b["pattern"], "formats/foreign.yaml body_patterns", re.DOTALL))
             for b in foreign.get("body_patterns") or []
         )
         inv = foreign.get("invented_tags") or {}
         name_pat = inv.get("name_pattern") or r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+"
-        self.invented_re = _compile(rf"<({name_pat})>(.*?)</\1>", "formats/foreign.yaml invented_tags", re.DOTALL)
+        self.invented_re = compile_regex(rf"<({name_pat})>(.*?)</\1>", "formats/foreign.yaml invented_tags", re.DOTALL)
         self.invented_allowed = frozenset(str(t) for t in inv.get("allowed") or ())
 
         g = load_rule_file("formats/garbling.yaml", dirs) or {}
-        self.valid_name_re = _compile(g.get("valid_name") or r"[A-Za-z0-9_.:\-]{1,64}", "formats/garbling.yaml")
+        self.valid_name_re = compile_regex(g.get("valid_name") or r"[A-Za-z0-9_.:\-]{1,64}", "formats/garbling.yaml")
         ident = g.get("identifier_chars") or r"A-Za-z0-9_.:\-"
-        self.non_ident_re = _compile(f"[^{ident}]", "formats/garbling.yaml")
-        self.junk_affix_re = _compile(
+        self.non_ident_re = compile_regex(f"[^{ident}]", "formats/garbling.yaml")
+        self.junk_affix_re = compile_regex(
             "|".join(f"(?:{p})" for p in g.get("junk_affixes") or ()) or r"(?!x)x", "formats/garbling.yaml"
         )
         self.max_short_junk = int(g.get("max_short_junk", 2))

@@ -1,4 +1,9 @@
-"""Tool schemas: lookup by name."""
+"""Declared tools by name: the :class:`ToolIndex` of a tools list, with local ``$ref`` s resolved.
+
+:func:`tool_index` returns the index of a tools list (cached per list; None when no schema is known). Each
+:class:`ToolInfo` keeps the properties as declared (what verl's conversion reads, :mod:`.verl_conversion`) and
+with ``$ref`` s resolved (what the type checks read, :mod:`.type_checks`).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
-""":func:`check_xml_value` and :func:`check_json_value` say whether a value fits the declared type, and what
-verl would pass instead when it does not.
+"""Values against the declared schema types: the type checks, and what a value is meant to be.
+
+:func:`check_xml_value` and :func:`check_json_value` say whether a value fits the declared type, and what
+verl would pass instead when it does not (a :class:`TypeCheck`). :func:`intended_value` is what a raw XML value
+means under the schema (``anyOf`` / ``oneOf`` / type-list / nullable branches, exact numbers), which the checks
+compare with verl's conversion (:mod:`.verl_conversion`).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from trajlab.toolcalls.verl_conversion import _KIND_OF, _literal, _type_kind, verl_convert
+from trajlab.toolcalls.verl_conversion import KIND_OF, type_kind, verl_convert, verl_literal
 
 _UNSET: Any = object()
 
@@ -113,7 +117,7 @@ def _fits(raw: str, b: dict[str, Any]) -> tuple[bool, Any]:
     tl = t.strip().lower()
     if tl == "null":
         return raw.lower() == "null", None
-    kind = _type_kind(t)
+    kind = type_kind(t)
     v: Any = raw
     if kind == "string":
         ok = True
@@ -134,10 +138,10 @@ def _fits(raw: str, b: dict[str, Any]) -> tuple[bool, Any]:
         try:
             v = json.loads(raw)
         except Exception:
-            v = _literal(raw)
+            v = verl_literal(raw)
         ok = isinstance(v, want)
     else:
-        v = _literal(raw)
+        v = verl_literal(raw)
         ok = True
     if ok and isinstance(b.get("enum"), list) and b["enum"] and v not in b["enum"]:
         ok = False
@@ -154,7 +158,7 @@ def intended_value(raw: str, name: str, properties: dict[str, Any]) -> Any:
     if br is None:
         v = verl_convert(raw, name, properties)
         if (prop is not None and v is not None and not isinstance(v, str) and isinstance(prop, dict)
-                and isinstance(prop.get("type"), str) and _type_kind(prop["type"]) == "num"):
+                and isinstance(prop.get("type"), str) and type_kind(prop["type"]) == "num"):
             exact = _exact_number(raw)
             if exact is not None:
                 return exact
@@ -197,14 +201,14 @@ def check_xml_value(raw: str, prop: Any, converted: Any = _UNSET, verl_prop: Any
         return _check_resolved(raw, prop, br, vp, converted)
     t = prop.get("type")
     if len(raw) <= 4 and raw.lower() == "null":  # raw.lower() == "null" (see verl_convert)
-        if isinstance(t, str) and _type_kind(t) == "string":
+        if isinstance(t, str) and type_kind(t) == "string":
             return TypeCheck(True, "null_string", "string", None, divergence=True)
         return _OK
     if not isinstance(t, str):
         return _OK
-    kind = _KIND_OF.get(t) or _type_kind(t)
+    kind = KIND_OF.get(t) or type_kind(t)
     if kind == "array":
-        v = converted if converted is not _UNSET else _literal(raw)
+        v = converted if converted is not _UNSET else verl_literal(raw)
         if isinstance(v, list):
             return _OK
         try:
@@ -242,7 +246,7 @@ def check_xml_value(raw: str, prop: Any, converted: Any = _UNSET, verl_prop: Any
         try:
             v = json.loads(raw)
         except Exception:
-            v = _literal(raw)
+            v = verl_literal(raw)
             if isinstance(v, dict):
                 return _OK
             return TypeCheck(False, "object", "a JSON object", v)

@@ -1,4 +1,6 @@
-""":func:`verl_convert` reproduces how verl's ``qwen3_coder`` parser (0.9.1, adapted from Qwen3-Coder's
+"""verl's conversion of a raw XML parameter value into a Python value, reproduced.
+
+:func:`verl_convert` reproduces how verl's ``qwen3_coder`` parser (0.9.1, adapted from Qwen3-Coder's
 ``qwen3coder_tool_parser.py``) turns a raw XML parameter value into a Python value, so that trajlab and the
 trainer agree on the arguments of a well-formed call (parsers.md §A.6, verl-formats.md §2.3):
 
@@ -10,6 +12,8 @@ trainer agree on the arguments of a well-formed call (parsers.md §A.6, verl-for
   object / dict* -> ``json.loads``, then ``ast.literal_eval``; anything else -> ``ast.literal_eval``;
   every failed conversion keeps the raw string.
 
+:func:`conversion_kind` / :func:`type_kind` name the branch a type string takes (cached in :data:`KIND_OF`);
+:func:`verl_literal` is the ``ast.literal_eval`` fallback, memoised.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ def verl_type(prop: Any) -> str:
 
 # The branch verl's conversion (and :func:`check_xml_value`) takes for a type string, in their order of tests:
 # string | int | num | bool | object | array | other. Cached per written type string (a schema has a handful).
-_KIND_OF: dict[str, str] = {}
+KIND_OF: dict[str, str] = {}
 
 
 def conversion_kind(ptype: str) -> str:
@@ -51,13 +55,13 @@ def conversion_kind(ptype: str) -> str:
     return "other"
 
 
-def _type_kind(t: str) -> str:
-    """:func:`_kind` of a schema's ``type`` string as written (stripped and lower-cased here), cached."""
-    k = _KIND_OF.get(t)
+def type_kind(t: str) -> str:
+    """:func:`conversion_kind` of a schema's ``type`` string as written (stripped and lower-cased here), cached."""
+    k = KIND_OF.get(t)
     if k is None:
         k = conversion_kind(t.strip().lower())
-        if len(_KIND_OF) < 4096:
-            _KIND_OF[t] = k
+        if len(KIND_OF) < 4096:
+            KIND_OF[t] = k
     return k
 
 
@@ -103,7 +107,7 @@ def _json_loads(raw: str) -> Any:
     return v
 
 
-# Recent `_literal` results: the same value is converted again when a malformed call's repair is re-classified.
+# Recent `verl_literal` results: the same value is converted again when a malformed call's repair is re-classified.
 # Only results that can be handed out without sharing mutable state are kept: immutable scalars, and lists of
 # str/int/float (handed out as copies). Bounded: cleared when full; long values are not kept.
 _LITERAL_MEMO: dict[str, Any] = {}
@@ -112,7 +116,7 @@ _MEMO_MAX_CHARS = 2048
 _IMMUTABLE = (str, int, float)
 
 
-def _literal(raw: str) -> Any:
+def verl_literal(raw: str) -> Any:
     """``ast.literal_eval(raw)``, or ``raw`` when it fails (what verl does); memoised, see ``_LITERAL_MEMO``."""
     hit = _LITERAL_MEMO.get(raw, _MISS)
     if hit is not _MISS:
@@ -165,9 +169,9 @@ def verl_convert(raw: str, name: str, properties: dict[str, Any]) -> Any:
     if not isinstance(prop, dict) or "type" not in prop:
         return raw  # verl_type: "string"
     t = prop["type"]
-    kind = (_KIND_OF.get(t) or _type_kind(t)) if isinstance(t, str) else conversion_kind(str(t).strip().lower())
+    kind = (KIND_OF.get(t) or type_kind(t)) if isinstance(t, str) else conversion_kind(str(t).strip().lower())
     if kind == "array" or kind == "other":
-        return _literal(raw)
+        return verl_literal(raw)
     if kind == "string":
         return raw
     if kind == "int":
@@ -188,4 +192,4 @@ def verl_convert(raw: str, name: str, properties: dict[str, Any]) -> Any:
             return json.loads(raw)
         except Exception:
             pass
-    return _literal(raw)
+    return verl_literal(raw)
