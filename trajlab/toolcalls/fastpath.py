@@ -9,9 +9,9 @@ For such a turn the full pipeline of :mod:`.analyze` (scanner state machine, dra
 ends with calls that have no finding at all. :func:`fast_calls` recognises the turn with regexes that read tags
 exactly as the format's lexer does (hermes: the lexer's own ``FRAME_RE``; qwen3_coder:
 :func:`.qwen3_coder.simple.read_call`, whose grammar is ``TAG_RE``'s, checked against it by the tests), checks
-the calls with the same schema functions (:func:`~.schema.verl_convert`, :func:`~.schema.check_xml_value`,
-:func:`~.schema.check_json_value`) and builds the same :class:`~trajlab.model.ParsedCall` records (and the
-same spans) directly.
+the calls with the same schema functions (:func:`~.verl_conversion.verl_convert`,
+:func:`~.type_checks.check_xml_value`, :func:`~.type_checks.check_json_value`) and builds the same
+:class:`~trajlab.model.ParsedCall` records (and the same spans) directly.
 
 It answers only when it is certain: every tag in the turn outside ``<think>`` is canonical and part of a
 complete call, gaps between tags inside a call are whitespace, no other call markup (no call literal in the
