@@ -14,7 +14,8 @@ from helpers.verl_lines import output_of, qwen35_prompt, v1_line, write_jsonl
 
 from trajlab.scan import scan
 from trajlab.toolcalls import check_text
-from trajlab.toolcalls.schema import intended_value, resolve_refs, tool_index
+from trajlab.toolcalls.schema import resolve_refs, tool_index
+from trajlab.toolcalls.type_checks import intended_value
 from trajlab.toolcalls.verl_parser import verl_calls
 
 PARAMS: dict[str, Any] = {

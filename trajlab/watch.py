@@ -8,7 +8,7 @@ workers (:func:`trajlab.scan.worker.process_unit`) into watch's own storage, one
 (``OUT/.watch/<file hash>/r<range>/<table>.arrow``, the scan's part-file layout); the per-step aggregates, the early
 warning and ``--fail-above`` are updated from that range alone, and one line is printed per step. When a file
 grows, the ids of its earlier ranges are recomputed (a ``trajectory_id`` hashes the file's content), which reads
-only that file's parts (:func:`read_arrow` / :func:`write_arrow`, watch's one pair of Arrow IPC helpers). Other
+only that file's parts (:mod:`trajlab.watch_store`). Other
 formats (verl-tool JSON lists, Parquet) are read whole once their size and modification time stay the same for
 one interval. ``OUT/.watch/`` is watch's alone: a (re)started watch clears it and classifies every file again.
 
@@ -17,6 +17,9 @@ OUT is a complete scan output all along: every ``publish_every`` seconds (and on
 already holds unchanged are not read again, files new or grown since the last publish are classified again by the
 scan itself. The final publish is exactly ``trajlab scan ROOT -o OUT``, so the tables equal a one-shot scan of the
 finished directory byte for byte.
+
+The module is longer than ~400 lines because :class:`Watcher` is one state machine (look, classify, aggregate,
+report and trip, publish) whose steps share its per-file state; its storage is in :mod:`trajlab.watch_store`.
 """
 
 from __future__ import annotations
@@ -32,17 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trajlab.atomic import atomic_path
 from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask, InputFile, detect_format, find_inputs, plan_tasks, split_from_path
 from trajlab.ingest.fields import step_from_name
 from trajlab.outpaths import prepare_out_dir
-from trajlab.scan.ids import trajectory_id
 from trajlab.scan.options import ScanOptions, make_scan_options
-from trajlab.scan.parts import PART_TABLES, part_path
 from trajlab.trends import aggregate_steps, early_warning, tripped_runs
+from trajlab.watch_store import WATCH_DIR, file_dir, range_dir, range_table, reid_ranges
 
-WATCH_DIR = ".watch"
 #: environment variables set for ``--on-trip CMD``
 TRIP_ENV = ("TRAJLAB_RUN", "TRAJLAB_STEP", "TRAJLAB_RATE", "TRAJLAB_REASON", "TRAJLAB_OUT")
 
@@ -140,63 +140,6 @@ class _File:
 
     def digest(self) -> str:
         return self.sha.hexdigest()
-
-
-def _wdir(out: Path, rel: str) -> Path:
-    """Watch's directory for one input file (its ranges' unit directories and ``done.json`` files)."""
-    return out / WATCH_DIR / hashlib.sha1(rel.encode("utf-8", "surrogatepass")).hexdigest()[:20]
-
-
-def _range_dir(wdir: Path, chunk: int) -> Path:
-    """The unit directory holding the part files of range ``chunk`` of a file (one range per unit)."""
-    return wdir / f"r{chunk:05d}"
-
-
-def read_arrow(path: Path) -> Any:
-    """A whole Arrow IPC file as a table, read into memory (the file may be rewritten afterwards)."""
-    import pyarrow as pa
-
-    with pa.OSFile(str(path), "rb") as src:
-        return pa.ipc.open_file(src).read_all()
-
-
-def write_arrow(table: Any, path: Path) -> None:
-    """Write ``table`` as an Arrow IPC file (lz4), atomically: a temp file, then a rename."""
-    import pyarrow as pa
-
-    with atomic_path(path) as tmp, pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
-            sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
-        w.write_table(table)
-
-
-def _reid(wdir: Path, chunks: int, rel: str, digest: str) -> None:
-    """Recompute the ids in the parts of ``chunks`` ranges of one file for its new content hash."""
-    import pyarrow as pa
-
-    for k in range(chunks):
-        path = part_path(_range_dir(wdir, k), "trajectories")
-        if not path.is_file():
-            continue
-        traj = read_arrow(path)
-        old = traj.column("trajectory_id").to_pylist()
-        new = [trajectory_id(rel, line, digest) for line in traj.column("source_line").to_pylist()]
-        if old == new:
-            continue
-        mapping = dict(zip(old, new, strict=True))
-        for spec in PART_TABLES:
-            p = part_path(_range_dir(wdir, k), spec.name)
-            if spec.name == "ingest_errors" or not p.is_file():
-                continue
-            t = read_arrow(p)
-            ids = t.column("trajectory_id").to_pylist()
-            t = t.set_column(t.schema.get_field_index("trajectory_id"), "trajectory_id",
-                             pa.array([mapping[i] for i in ids], pa.string()))
-            if "call_id" in t.column_names:
-                cids = t.column("call_id").to_pylist()
-                t = t.set_column(t.schema.get_field_index("call_id"), t.schema.field("call_id"),
-                                 pa.array([None if c is None else mapping[i] + c[len(i):]
-                                           for c, i in zip(cids, ids, strict=True)], pa.string()))
-            write_arrow(t, p)
 
 
 class Watcher:
@@ -302,7 +245,7 @@ class Watcher:
         return self._classify(f, task)
 
     def _reset(self, f: _File) -> None:
-        shutil.rmtree(_wdir(self.out, f.info.rel), ignore_errors=True)
+        shutil.rmtree(file_dir(self.out, f.info.rel), ignore_errors=True)
         f.consumed = f.lines = f.chunks = 0
         f.sha = hashlib.sha1()
         f.contrib = {}
@@ -311,11 +254,11 @@ class Watcher:
 
         from trajlab.scan.worker import process_unit
 
-        wdir = _wdir(self.out, f.info.rel)
+        wdir = file_dir(self.out, f.info.rel)
         digest = f.digest()
-        process_unit([(task, digest, str(wdir))], self.scan_opts, str(_range_dir(wdir, task.chunk)))
+        process_unit([(task, digest, str(wdir))], self.scan_opts, str(range_dir(wdir, task.chunk)))
         if f.chunks:
-            _reid(wdir, f.chunks, f.info.rel, digest)
+            reid_ranges(wdir, f.chunks, f.info.rel, digest)
         f.chunks += 1
         self.dirty = True
         return self._aggregate(f, wdir, task.chunk)
@@ -324,8 +267,8 @@ class Watcher:
         """Add range ``k``'s rows to the file's per-step aggregates; returns the steps it touched."""
         import polars as pl
 
-        traj = _part_frame(wdir, k, "trajectories")
-        calls = _part_frame(wdir, k, "calls")
+        traj = range_table(wdir, k, "trajectories")
+        calls = range_table(wdir, k, "calls")
         touched = set()
         for r in aggregate_steps(pl.from_arrow(traj).lazy(), pl.from_arrow(calls).lazy()):
             key = (r["run"], r["split"], r["step"])
@@ -428,13 +371,6 @@ def _has_newline(path: Path, limit: int = 1 << 24) -> bool:
             if limit <= 0:
                 return True
     return False
-
-
-def _part_frame(wdir: Path, chunk: int, table: str) -> Any:
-    from trajlab.tables import SCAN_TABLES, empty_table
-
-    p = part_path(_range_dir(wdir, chunk), table)
-    return read_arrow(p) if p.is_file() else empty_table(SCAN_TABLES[table])
 
 
 def run_trip_command(cmd: str, trip: Trip, out: Path) -> int:

@@ -4,6 +4,9 @@ A Content-Security-Policy meta tag forbids every external resource, so the page 
 even by accident. The only script records JavaScript errors and CSP violations on ``<html data-js-errors>``
 and, once the page has loaded, the number of charts that rendered with a non-empty box on
 ``<html data-charts-ready>`` (the headless-browser test reads both).
+
+The module is longer than ~400 lines because it is one template: the stylesheet, the two scripts and the markup
+of each section belong to the same page and change together.
 """
 
 from __future__ import annotations

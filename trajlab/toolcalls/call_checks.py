@@ -12,7 +12,8 @@ from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, snip
 from trajlab.toolcalls.formats import FORMATS, JSON_ARGUMENT_FORMATS
 from trajlab.toolcalls.names import match_name
 from trajlab.toolcalls.ruleset import RuleSet
-from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, intended_value
+from trajlab.toolcalls.schema import ToolIndex
+from trajlab.toolcalls.type_checks import check_json_value, check_xml_value, intended_value
 
 
 def check_name(d: CallDraft, index: ToolIndex | None, rs: RuleSet) -> tuple[str | None, str | None]:

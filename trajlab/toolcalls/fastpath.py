@@ -9,9 +9,9 @@ For such a turn the full pipeline of :mod:`.analyze` (scanner state machine, dra
 ends with calls that have no finding at all. :func:`fast_calls` recognises the turn with regexes that read tags
 exactly as the format's lexer does (hermes: the lexer's own ``FRAME_RE``; qwen3_coder:
 :func:`.qwen3_coder.simple.read_call`, whose grammar is ``TAG_RE``'s, checked against it by the tests), checks
-the calls with the same schema functions (:func:`~.schema.verl_convert`, :func:`~.schema.check_xml_value`,
-:func:`~.schema.check_json_value`) and builds the same :class:`~trajlab.model.ParsedCall` records (and the
-same spans) directly.
+the calls with the same schema functions (:func:`~.verl_conversion.verl_convert`,
+:func:`~.type_checks.check_xml_value`, :func:`~.type_checks.check_json_value`) and builds the same
+:class:`~trajlab.model.ParsedCall` records (and the same spans) directly.
 
 It answers only when it is certain: every tag in the turn outside ``<think>`` is canonical and part of a
 complete call, gaps between tags inside a call are whitespace, no other call markup (no call literal in the
@@ -41,10 +41,13 @@ from typing import Any
 from trajlab.model import ParsedCall
 from trajlab.toolcalls.draft import MISSING, CallDraft, ParamDraft, parsed_call
 from trajlab.toolcalls.format_hermes import FRAME_RE
-from trajlab.toolcalls.jsonbody import Member, json_spans, walk_valid
+from trajlab.toolcalls.json_walk import Member, walk_valid
+from trajlab.toolcalls.jsonbody import json_spans
 from trajlab.toolcalls.qwen3_coder.simple import XmlShape, read_call, shape_content, shape_draft, shape_spans
 from trajlab.toolcalls.ruleset import RuleSet
-from trajlab.toolcalls.schema import ToolIndex, check_json_value, check_xml_value, verl_convert
+from trajlab.toolcalls.schema import ToolIndex
+from trajlab.toolcalls.type_checks import check_json_value, check_xml_value
+from trajlab.toolcalls.verl_conversion import verl_convert
 
 RawSpan = tuple[int, int, str, int | None]
 Segment = tuple[int, int, bool]

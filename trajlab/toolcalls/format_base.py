@@ -51,7 +51,7 @@ class ToolFormat:
 
     def check_value(self, written: str, value: Any, prop: Any) -> Any:
         """A format's own type check of one value written as ``written`` and converted to ``value``
-        (a :class:`~trajlab.toolcalls.schema.TypeCheck`), or ``None`` for the shared JSON check."""
+        (a :class:`~trajlab.toolcalls.type_checks.TypeCheck`), or ``None`` for the shared JSON check."""
         return None
 
 

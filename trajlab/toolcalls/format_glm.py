@@ -23,7 +23,7 @@ from trajlab.toolcalls.draft import CallDraft, Edit, Issue, ParamDraft, Ranges, 
 from trajlab.toolcalls.format_base import ToolFormat
 from trajlab.toolcalls.jsonbody import fill_json_call
 from trajlab.toolcalls.ruleset import RuleSet
-from trajlab.toolcalls.schema import TypeCheck
+from trajlab.toolcalls.type_checks import TypeCheck
 
 #: a GLM tag: closing slash, tag name, what follows the name before `>` (attributes, a misspelt tail), the `>`
 TAG_RE = re.compile(r"<(/?)(tool_call|arg_key|arg_value)([^<>\n]{0,48}?)(>|(?=[<\n])|\Z)")

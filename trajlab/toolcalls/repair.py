@@ -16,7 +16,8 @@ from trajlab.toolcalls.draft import MISSING, CallDraft, Edit
 from trajlab.toolcalls.findings import BAD_SEVERITIES
 from trajlab.toolcalls.formats import FORMATS
 from trajlab.toolcalls.ruleset import RuleSet
-from trajlab.toolcalls.schema import ToolIndex, intended_value
+from trajlab.toolcalls.schema import ToolIndex
+from trajlab.toolcalls.type_checks import intended_value
 
 #: the categories that are about where a call stands, not what it says
 _PLACEMENT = ("text_after_call", "call_inside_think")

@@ -29,8 +29,9 @@ from typing import Any
 import polars as pl
 
 from trajlab.toolcalls.ruleset import RuleSet
-from trajlab.toolcalls.schema import ToolIndex, verl_type
-from trajlab.toolcalls.schema import conversion_kind as verl_kind
+from trajlab.toolcalls.schema import ToolIndex
+from trajlab.toolcalls.verl_conversion import conversion_kind as verl_kind
+from trajlab.toolcalls.verl_conversion import verl_type
 
 _NAME = r"[A-Za-z0-9_.\-]{1,64}"
 _WS = r"[ \t\r\n]*"
@@ -81,7 +82,7 @@ def available(rs: RuleSet, rules_dirs: tuple[str, ...]) -> bool:
     return not rules_dirs and not rs.regex_rules and not rs.foreign_untriggered
 
 
-#: verl's conversion branch (``schema.conversion_kind``) -> the recogniser's value kind (None: not covered)
+#: verl's conversion branch (``verl_conversion.conversion_kind``) -> the recogniser's value kind (None: not covered)
 _XML_KINDS = {"string": "string", "int": "int", "num": "numint", "bool": "bool", "array": "array"}
 
 
@@ -104,7 +105,7 @@ def _xml_kind(prop: Any) -> str | None:
 
 
 def _json_kind(prop: Any) -> str | None:
-    """Which JSON values fit this property for :func:`~.schema.check_json_value` (None: not covered)."""
+    """Which JSON values fit this property for :func:`~.type_checks.check_json_value` (None: not covered)."""
     if not isinstance(prop, dict):
         return "any"
     if "enum" in prop or _branchy(prop):

@@ -11,9 +11,9 @@ qwen3_coder (``Qwen3XMLToolParser``)
     in each block ``<function=(.*?)</function>|<function=(.*)$``; the name is the text up to the first ``>``
     (verbatim; a function without ``>`` is skipped); parameters ``<parameter=(.*?)</parameter>|<parameter=(.*?)$``
     (no lookahead to the next ``<parameter=``), name up to the first ``>`` (a parameter without one is skipped),
-    the value without one leading and one trailing newline, converted by :func:`~.schema.verl_convert` with the
-    properties of the tool of that exact name (none for an unknown name); a repeated parameter keeps the last
-    value. All regexes are DOTALL.
+    the value without one leading and one trailing newline, converted by :func:`~.verl_conversion.verl_convert`
+    with the properties of the tool of that exact name (none for an unknown name); a repeated parameter keeps the
+    last value. All regexes are DOTALL.
 hermes (``HermesToolParser``)
     nothing unless the text holds both ``<tool_call>`` and ``</tool_call>``; blocks ``<tool_call>(.*?)</tool_call>``;
     each is ``json.loads``-ed and must give ``obj["name"]`` and ``obj["arguments"]``; a block that fails is dropped
@@ -32,7 +32,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from trajlab.toolcalls.schema import ToolIndex, verl_convert
+from trajlab.toolcalls.schema import ToolIndex
+from trajlab.toolcalls.verl_conversion import verl_convert
 
 #: the verl release whose parsers are reproduced here (messages name it)
 VERL_VERSION = "0.9.1"

@@ -17,7 +17,9 @@ import re
 from dataclasses import dataclass, field
 
 from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, Issue, ParamDraft, snip
-from trajlab.toolcalls.jsonbody import decode_body, fill_json_call, walk
+from trajlab.toolcalls.json_decode import decode_body
+from trajlab.toolcalls.json_walk import walk
+from trajlab.toolcalls.jsonbody import fill_json_call
 from trajlab.toolcalls.qwen3_coder.issues import (
     call_close_at_end,
     insertion,

@@ -1,0 +1,84 @@
+"""Watch's own storage under ``OUT/.watch/``: the byte ranges it classified, as Arrow IPC part files.
+
+One directory per input file, one unit directory per range, in the scan's part-file layout
+(``OUT/.watch/<file hash>/r<range>/<table>.arrow``): :func:`file_dir` and :func:`range_dir` name them,
+:func:`read_arrow` / :func:`write_arrow` are watch's one pair of Arrow IPC helpers, :func:`reid_ranges` recomputes
+the ids of a file's earlier ranges when it grew (a ``trajectory_id`` hashes the file's content), and
+:func:`range_table` reads one table of one range back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from trajlab.atomic import atomic_path
+from trajlab.scan.ids import trajectory_id
+from trajlab.scan.parts import PART_TABLES, part_path
+
+WATCH_DIR = ".watch"
+
+
+def file_dir(out: Path, rel: str) -> Path:
+    """Watch's directory for one input file (its ranges' unit directories and ``done.json`` files)."""
+    return out / WATCH_DIR / hashlib.sha1(rel.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def range_dir(wdir: Path, chunk: int) -> Path:
+    """The unit directory holding the part files of range ``chunk`` of a file (one range per unit)."""
+    return wdir / f"r{chunk:05d}"
+
+
+def read_arrow(path: Path) -> Any:
+    """A whole Arrow IPC file as a table, read into memory (the file may be rewritten afterwards)."""
+    import pyarrow as pa
+
+    with pa.OSFile(str(path), "rb") as src:
+        return pa.ipc.open_file(src).read_all()
+
+
+def write_arrow(table: Any, path: Path) -> None:
+    """Write ``table`` as an Arrow IPC file (lz4), atomically: a temp file, then a rename."""
+    import pyarrow as pa
+
+    with atomic_path(path) as tmp, pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
+            sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+        w.write_table(table)
+
+
+def reid_ranges(wdir: Path, chunks: int, rel: str, digest: str) -> None:
+    """Recompute the ids in the parts of ``chunks`` ranges of one file for its new content hash."""
+    import pyarrow as pa
+
+    for k in range(chunks):
+        path = part_path(range_dir(wdir, k), "trajectories")
+        if not path.is_file():
+            continue
+        traj = read_arrow(path)
+        old = traj.column("trajectory_id").to_pylist()
+        new = [trajectory_id(rel, line, digest) for line in traj.column("source_line").to_pylist()]
+        if old == new:
+            continue
+        mapping = dict(zip(old, new, strict=True))
+        for spec in PART_TABLES:
+            p = part_path(range_dir(wdir, k), spec.name)
+            if spec.name == "ingest_errors" or not p.is_file():
+                continue
+            t = read_arrow(p)
+            ids = t.column("trajectory_id").to_pylist()
+            t = t.set_column(t.schema.get_field_index("trajectory_id"), "trajectory_id",
+                             pa.array([mapping[i] for i in ids], pa.string()))
+            if "call_id" in t.column_names:
+                cids = t.column("call_id").to_pylist()
+                t = t.set_column(t.schema.get_field_index("call_id"), t.schema.field("call_id"),
+                                 pa.array([None if c is None else mapping[i] + c[len(i):]
+                                           for c, i in zip(cids, ids, strict=True)], pa.string()))
+            write_arrow(t, p)
+
+
+def range_table(wdir: Path, chunk: int, table: str) -> Any:
+    from trajlab.tables import SCAN_TABLES, empty_table
+
+    p = part_path(range_dir(wdir, chunk), table)
+    return read_arrow(p) if p.is_file() else empty_table(SCAN_TABLES[table])
