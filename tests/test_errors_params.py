@@ -13,7 +13,7 @@ from trajlab.commands.options import flag_for
 from trajlab.errors import InputError, TrajlabError, param
 from trajlab.report import ReportOptions
 from trajlab.rescore.options import RescoreOptions
-from trajlab.show_options import ShowOptions
+from trajlab.show import ShowOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 

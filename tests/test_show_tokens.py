@@ -16,7 +16,8 @@ from rich.text import Text
 from trajlab.cli import main
 from trajlab.errors import TrajlabError
 from trajlab.query import sql
-from trajlab.show import ShowOptions, _prob_style, _tok, show
+from trajlab.show import ShowOptions, show
+from trajlab.show.tokens import prob_style, token_label
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def test_tokens_are_coloured_by_probability_per_checkpoint(rescored: Path) -> No
     p = math.exp(lowest["logprob"])
     assert f"lowest p {p:.3g} at {lowest['token']!r}" in plain
     # that token is drawn with the style of its probability bucket
-    assert Style.parse(_prob_style(p)).render(_tok(lowest["token"]), color_system=ColorSystem.TRUECOLOR) in out
+    assert Style.parse(prob_style(p)).render(token_label(lowest["token"]), color_system=ColorSystem.TRUECOLOR) in out
     mal = sql(rescored, f"SELECT malformed_prob, repaired_prob FROM rescore_malformations WHERE call_id = '{m['call_id']}' "
                         f"AND checkpoint = '{labels[-1]}'").to_pylist()[0]
     assert f"= {mal['malformed_prob']:.3g} vs well-formed" in plain and f"= {mal['repaired_prob']:.3g}" in plain
