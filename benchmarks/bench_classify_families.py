@@ -16,10 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from trajlab.analyze import prompt_facts
 from trajlab.ingest.turns import split_turns
 from trajlab.model import TurnContext
 from trajlab.toolcalls import analyze_turn
+from trajlab.trajectory import prompt_facts
 
 ROOT = Path(__file__).resolve().parent.parent / "sample_data"
 RUNS = {"qwen3_coder": "qwen35_xml_run", "hermes": "qwen3_hermes_run", "glm45": "glm45_run",

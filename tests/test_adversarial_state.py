@@ -218,7 +218,7 @@ def test_interrupt_and_kill_leave_no_workers_and_no_tracebacks(tmp_path, sig):
 
 # ---------------------------------------------------------------------------------------------------- class 4
 def test_a_turn_looping_on_calls_is_capped_counted_and_reported(tmp_path, capfd):
-    from trajlab.analyze import TURN_CLASSIFY_CALLS
+    from trajlab.trajectory import TURN_CLASSIFY_CALLS
 
     call = "<tool_call>\n<function=search_web>\n<parameter=queries v2=\"\">\n[\"a\"]\n</parameter>\n</function>\n</tool_call>\n"
     loop = json.dumps({**good_record(1, 9), "output": call * (TURN_CLASSIFY_CALLS * 3)}).encode() + b"\n"
@@ -237,7 +237,7 @@ def test_a_turn_looping_on_calls_is_capped_counted_and_reported(tmp_path, capfd)
 
 
 def test_a_huge_turn_is_capped_by_characters(tmp_path, capfd):
-    from trajlab.analyze import TURN_CLASSIFY_CHARS
+    from trajlab.trajectory import TURN_CLASSIFY_CHARS
 
     big = json.dumps({**good_record(2, 3), "output": "thinking " * (TURN_CLASSIFY_CHARS // 9 + 1000)}).encode()
     d = tmp_path / "run" / "rollout"

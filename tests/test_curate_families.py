@@ -43,7 +43,7 @@ def test_family_pool_loads_with_datasets(family, tmp_path):
         assert len(ds) > 0 and set(ds[0]["messages"][0]) == {"role", "content"}
         assert set(ds["tool_format"]) == {family}
     demos = load_dataset("parquet", data_files=str(pool / "error_demo.parquet"), split="train")
-    tools = json.loads(trajlab.analyze.prompt_facts(demos[0]["messages"][0]["content"]).tools_json)
+    tools = json.loads(trajlab.trajectory.prompt_facts(demos[0]["messages"][0]["content"]).tools_json)
     for row in demos:
         msgs = row["messages"]
         feedback = msgs[-2]["content"]
@@ -60,7 +60,7 @@ def test_family_pool_loads_with_datasets(family, tmp_path):
 def test_ood_reformatted_targets_any_family(family, hermes_scan, tmp_path):
     from datasets import load_dataset
 
-    from trajlab.analyze import prompt_facts
+    from trajlab.trajectory import prompt_facts
 
     pool = tmp_path / "pool"
     build_sft_pool(hermes_scan, pool, PoolOptions(val_fraction=0.2, ood_eval=True, ood_format=family), progress=False)

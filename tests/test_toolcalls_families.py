@@ -315,7 +315,7 @@ def test_a_call_in_another_family_is_foreign_or_mismatch_in_every_family() -> No
 
 
 def test_prompt_detection_and_family_schemas() -> None:
-    from trajlab.analyze import prompt_facts
+    from trajlab.trajectory import prompt_facts
 
     kimi_prompt = ('<|im_system|>tool_declare<|im_middle|>[{"type": "function", "function": {"name": "get_weather", '
                    '"parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]<|im_end|>')

@@ -20,7 +20,6 @@ from helpers.turns import FRAGMENTS, TOOLS, mutated_turn, turn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trajlab.analyze import analyze_trajectory
 from trajlab.ingest import detect_format, discover, iter_records, plan_tasks
 from trajlab.model import RawTrajectory, TurnAnalysis, TurnContext
 from trajlab.toolcalls import analyze as analyze_mod
@@ -30,6 +29,7 @@ from trajlab.toolcalls.qwen3_coder.lexer import TAG_RE
 from trajlab.toolcalls.ruleset import get_ruleset
 from trajlab.toolcalls.schema import tool_index
 from trajlab.toolcalls.think import think_regions, turn_segments
+from trajlab.trajectory import analyze_trajectory
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -19,13 +19,13 @@ from helpers.turns import TOOLS, mutated_turn, turn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trajlab.analyze import prompt_facts
 from trajlab.ingest import discover, iter_records, plan_tasks
 from trajlab.model import TurnContext
 from trajlab.scan.records import json_or_none
 from trajlab.toolcalls import analyze_turn
 from trajlab.toolcalls.ruleset import get_ruleset
 from trajlab.toolcalls.vectorized import available, classify_canonical
+from trajlab.trajectory import prompt_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus" / "real_tool_calls.dev.jsonl"

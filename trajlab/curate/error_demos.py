@@ -169,7 +169,7 @@ def build_error_demos(
 
     ``task(description, total)`` returns a progress callback (advanced by trajectories processed).
     """
-    from trajlab.analyze import prompt_facts
+    from trajlab.trajectory import prompt_facts
 
     cands, stats = _candidates(tables, opts)
     findings_by_call: dict[str, list[dict[str, Any]]] = {}

@@ -52,9 +52,9 @@ def process_segments(items: list[tuple[FileTask, bytes, str]], opts: ScanOptions
 
 def _over_turn_cap(df: pl.DataFrame) -> bool:
     """Whether an ``output`` of ``df`` may hold a turn over the per-turn cap (more characters or call openers
-    than :func:`trajlab.analyze.turn_cut` allows): every turn is a piece of one output, so an output under
+    than :func:`trajlab.trajectory.turn_cut` allows): every turn is a piece of one output, so an output under
     both caps has no turn over them. One pass over the column, in polars."""
-    from trajlab.analyze import CALL_OPENER, TURN_CLASSIFY_CALLS, TURN_CLASSIFY_CHARS
+    from trajlab.trajectory import CALL_OPENER, TURN_CLASSIFY_CALLS, TURN_CLASSIFY_CHARS
 
     over = df.select(
         ((pl.col("output").str.len_chars() > TURN_CLASSIFY_CHARS)
@@ -93,7 +93,7 @@ class _Range:
 
     def _prompt_columns(self) -> None:
         """Call format, tool schemas and the "NO suffix" rule per distinct prompt (cached across ranges)."""
-        from trajlab.analyze import prompt_facts
+        from trajlab.trajectory import prompt_facts
 
         opts = self.opts
         forced_tools = json.dumps(opts.tools, ensure_ascii=False, sort_keys=True) if opts.tools is not None else None

@@ -43,7 +43,7 @@ def record_loop(task: FileTask, opts: ScanOptions, digest: str) -> dict[str, pa.
 
 def record_rows(rec: RawTrajectory, opts: ScanOptions, rows: Rows, traj_id: str, extra_json: str) -> None:
     """Append the rows of one trajectory (in :data:`ROW_COLUMNS` order) to ``rows``."""
-    from trajlab.analyze import analyze_trajectory
+    from trajlab.trajectory import analyze_trajectory
 
     an = analyze_trajectory(rec, tool_format=opts.tool_format, tools=opts.tools, rules_dirs=opts.rules_dirs)
     rows["trajectories"].append((
