@@ -106,6 +106,8 @@ def analyze_trajectory(
     fmt = tool_format or facts.tool_format
     if fmt in (None, "", "none"):
         fmt = rec.tool_format_hint or detect_tool_format(rec.input, rec.output, tools_source=facts.tools_source)
+    tools_json: str | None
+    use_tools: list[dict[str, Any]] | None
     if tools is not None:
         tools_json = json.dumps(tools, ensure_ascii=False, sort_keys=True)
         use_tools = tools

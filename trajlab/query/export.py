@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,7 +112,7 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
                     n += b.num_rows
                     if fmt == "csv":
                         flat = nested_to_json(b)
-                        rows = zip(*(csv_values(c) for c in flat.columns), strict=True)
+                        rows: Iterable[Sequence[Any]] = zip(*(csv_values(c) for c in flat.columns), strict=True)
                         if to_terminal:  # CSV has no escapes: on a terminal, control characters are made visible
                             from trajlab.console import literal
 

@@ -72,8 +72,8 @@ def load(out: Path | str, trajectory_id: str | None = None, *, step: int | None 
                                    hint=f"pick one with {param('run')}, e.g. {param('run', runs[0])}")
             if not rows and run is not None and not query_rows(
                     con, "SELECT 1 FROM trajectories WHERE run = ? LIMIT 1", [run]):
-                known = ", ".join(r["run"] for r in query_rows(con, "SELECT DISTINCT run FROM trajectories ORDER BY run", []))
-                raise TrajlabError(f"no run {run!r}; the runs are: {known}")
+                names = ", ".join(r["run"] for r in query_rows(con, "SELECT DISTINCT run FROM trajectories ORDER BY run", []))
+                raise TrajlabError(f"no run {run!r}; the runs are: {names}")
             if not rows:
                 steps = query_rows(con, "SELECT DISTINCT step FROM trajectories WHERE step IS NOT NULL "
                                    "AND (? IS NULL OR run = ?) ORDER BY step", [run, run])
