@@ -90,10 +90,11 @@ print(json.dumps({"seconds": dt, "rows": df.height, "turns": turns.height, "call
 SCAN_CHILD = r"""
 import json, sys, time
 import trajlab
+from trajlab.scan import ScanOptions
 args = json.loads(sys.argv[1])
 t0 = time.perf_counter()
 kw = {} if args["engine"] == "auto" else {"engine": args["engine"]}
-s = trajlab.scan([args["dump"]], args["out"], jobs=args["jobs"], progress=False, **kw)
+s = trajlab.scan([args["dump"]], args["out"], ScanOptions(jobs=args["jobs"], **kw), progress=False)
 dt = time.perf_counter() - t0
 print(json.dumps({"seconds": dt, "rows": s.trajectories, "calls": s.calls, "malformed_calls": s.malformed_calls,
                   "ingest_errors": s.ingest_errors}))

@@ -74,13 +74,13 @@ def time_units(files: list[Path], unit_files: int = 10, repeat: int = 0) -> tupl
     """Run ``files`` through the worker's entry point, ``unit_files`` consecutive files per unit (as the scan's
     planner groups step files), ``repeat`` + 1 times; the last run's total time and per-stage times and counts.
     :func:`instrument` must have been called."""
-    import trajlab.scan
+    import trajlab.scan.options
     import trajlab.scan.worker as worker
     from trajlab.ingest import plan_tasks
 
     acc: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
-    opts = trajlab.scan.ScanOptions()
+    opts = trajlab.scan.options.WorkerOptions()
     total = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(repeat + 1):

@@ -274,7 +274,7 @@ def test_property_damaged_lines_cost_only_themselves(tmp_path_factory, data):
 def test_property_damaged_whole_files_never_sink_a_scan(tmp_path_factory, data):
     """Damage a whole dump file at the byte level (flips, cuts, inserted BOM/NUL/garbage, a truncated tail):
     the scan exits 0, the other file's records are all kept, nothing raises."""
-    from trajlab.scan import scan
+    from trajlab.scan import ScanOptions, scan
 
     tmp = tmp_path_factory.mktemp("prop_files")
     run = write_run(tmp / "run", steps=2, per_step=4)
@@ -292,7 +292,7 @@ def test_property_damaged_whole_files_never_sink_a_scan(tmp_path_factory, data):
         else:
             del raw[i:]
     victim.write_bytes(bytes(raw))
-    summary = scan([run], tmp / "out", jobs=1, progress=False)
+    summary = scan([run], tmp / "out", ScanOptions(jobs=1), progress=False)
     kept = [r for r in _traj(tmp / "out") if r["source_path"] == "rollout/1.jsonl"]
     assert len(kept) == 4 and summary.trajectories >= 4
 

@@ -20,9 +20,9 @@ def scanned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("adv_out")
     run = write_run(root / "run")
     out = root / "out"
-    from trajlab.scan import scan
+    from trajlab.scan import ScanOptions, scan
 
-    scan([run], out, jobs=1, progress=False)
+    scan([run], out, ScanOptions(jobs=1), progress=False)
     return run, out
 
 

@@ -27,7 +27,7 @@ from helpers.adversarial import (
     write_run,
 )
 
-from trajlab.scan import scan
+from trajlab.scan import ScanOptions, scan
 
 TABLES = ("trajectories", "turns", "calls", "findings", "steps", "ingest_errors")
 
@@ -156,8 +156,8 @@ def test_rescans_are_byte_identical_in_every_column(tmp_path):
             r["score"] = [0.1, 1e-17, 0.7, 1e16, -0.3][i % 5] * (1 + i / 97)  # sums that depend on their order
             rows.append(json.dumps(r).encode() + b"\n")
         (d / f"{s}.jsonl").write_bytes(b"".join(rows))
-    scan([tmp_path / "run"], tmp_path / "a", jobs=1, progress=False)
-    scan([tmp_path / "run"], tmp_path / "b", jobs=2, progress=False, chunk_bytes=4096)
+    scan([tmp_path / "run"], tmp_path / "a", ScanOptions(jobs=1), progress=False)
+    scan([tmp_path / "run"], tmp_path / "b", ScanOptions(jobs=2, chunk_bytes=4096), progress=False)
     assert _hashes(tmp_path / "a") == _hashes(tmp_path / "b")
 
 
@@ -212,7 +212,7 @@ def test_interrupt_and_kill_leave_no_workers_and_no_tracebacks(tmp_path, sig):
     rc = subprocess.run([sys.executable, "-m", "trajlab", "scan", str(run), "-o", str(out), "-j", "2",
                          "--no-progress"], capture_output=True).returncode
     assert rc == 0
-    scan([run], tmp_path / "clean", jobs=2, progress=False)
+    scan([run], tmp_path / "clean", ScanOptions(jobs=2), progress=False)
     assert _hashes(out) == _hashes(tmp_path / "clean")
 
 

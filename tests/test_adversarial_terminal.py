@@ -38,9 +38,9 @@ def hostile_scan(tmp_path_factory: pytest.TempPathFactory) -> Path:
         lines.append(json.dumps(legacy_line(1, qwen35_prompt(f"question {h}"), out, 1.0), ensure_ascii=False))
     (d / "1.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (d / "\x1b[31mevil\u202e.jsonl").write_bytes(b"{broken\n" + good_line(2))  # a hostile file name with a bad line
-    from trajlab.scan import scan
+    from trajlab.scan import ScanOptions, scan
 
-    scan([root / "run"], root / "out", jobs=1, progress=False)
+    scan([root / "run"], root / "out", ScanOptions(jobs=1), progress=False)
     return root / "out"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from trajlab.commands.options import flag_for
 from trajlab.errors import InputError, TrajlabError, param
 from trajlab.report import ReportOptions
 from trajlab.rescore.options import RescoreOptions
+from trajlab.scan import ScanOptions
 from trajlab.show import ShowOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,6 +80,28 @@ def test_report_and_show_options():
                             "be >= 0")
     assert e.value.render(flag_for) == "--max-categories and --window must be >= 1; --top-names and --examples must be >= 0"
     assert ShowOptions(checkpoints=["a"]).checkpoints == ("a",)
+
+
+@pytest.mark.parametrize("kwargs, library, cli", [
+    ({"jobs": -1}, "jobs -1: must be a whole number >= 0 (0 = one per CPU)",
+     "--jobs -1: must be a whole number >= 0 (0 = one per CPU)"),
+    ({"chunk_bytes": 0}, "chunk_bytes 0: must be a whole number >= 1", "--chunk-bytes 0: must be a whole number >= 1"),
+    ({"tool_format": "xml"}, "unknown tool_format 'xml'", "unknown --tool-format 'xml'"),
+    ({"input_format": "csv"}, "unknown input_format 'csv'", "unknown --format 'csv'"),
+    ({"engine": "fast"}, "unknown engine 'fast'", "unknown --engine 'fast'"),
+])
+def test_scan_options_validate_once(kwargs, library, cli):
+    """A bad scan option is refused when the options are made, naming the field (the CLI names the flag)."""
+    with pytest.raises(InputError) as e:
+        ScanOptions(**kwargs)
+    assert str(e.value).startswith(library) and e.value.render(flag_for).startswith(cli)
+
+
+def test_scan_options_normalise():
+    o = ScanOptions(tool_format="auto", input_format="auto", rules_dirs=["a/b"], runs={"x": "p"})
+    assert (o.tool_format, o.input_format, o.rules_dirs, dict(o.runs)) == (None, None, ("a/b",), {"x": "p"})
+    with pytest.raises(dataclasses.FrozenInstanceError):  # frozen: one validated object, never changed behind the check
+        o.jobs = 3  # type: ignore[misc]
 
 
 def test_cli_prints_flags(sample_xml_scan, tmp_path, capsys):

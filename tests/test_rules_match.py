@@ -12,7 +12,7 @@ import pytest
 from trajlab.cli import main
 from trajlab.curate import PoolOptions, build_sft_pool
 from trajlab.rules_match import check_scan_rules, classifier_hash
-from trajlab.scan import scan
+from trajlab.scan import ScanOptions, scan
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_XML_RUN = ROOT / "sample_data" / "qwen35_xml_run"
@@ -24,7 +24,7 @@ DEMO_CKPT = ROOT / "sample_data" / "demo_checkpoints" / "global_step_140"
 def pack_scan(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample run scanned with the example user rule pack."""
     out = tmp_path_factory.mktemp("pack_scan") / "out"
-    scan([SAMPLE_XML_RUN], out, rules_dirs=[PACK], progress=False)
+    scan([SAMPLE_XML_RUN], out, ScanOptions(rules_dirs=[PACK]), progress=False)
     return out
 
 
@@ -62,7 +62,7 @@ def test_changed_rule_files_since_the_scan(tmp_path):
     pack = tmp_path / "pack"
     shutil.copytree(PACK, pack)
     out = tmp_path / "out"
-    scan([SAMPLE_XML_RUN], out, rules_dirs=[pack], progress=False)
+    scan([SAMPLE_XML_RUN], out, ScanOptions(rules_dirs=[pack]), progress=False)
     assert check_scan_rules(out, [pack]).same
     tax = pack / "taxonomy.yaml"
     tax.write_text(tax.read_text(encoding="utf-8") + "\n# edited after the scan\n", encoding="utf-8")

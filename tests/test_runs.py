@@ -16,7 +16,7 @@ from trajlab.cli import main
 from trajlab.errors import InputError
 from trajlab.ingest import find_inputs
 from trajlab.ingest.runs import parse_run_specs, run_of
-from trajlab.scan import scan
+from trajlab.scan import ScanOptions, scan
 
 
 @pytest.mark.parametrize(("rel", "label", "want"), [
@@ -39,7 +39,7 @@ def test_sibling_runs_each_warn_near_their_own_rot_step(tmp_path: Path) -> None:
     root = tmp_path / "outputs"
     make_run(root / "exp_a", steps=30, rot_from=12)
     make_run(root / "exp_b", steps=40, rot_from=28)
-    s = scan([root], tmp_path / "out", progress=False, jobs=1)
+    s = scan([root], tmp_path / "out", ScanOptions(jobs=1), progress=False)
     runs = {r["run"]: r for r in s.runs}
     assert set(runs) == {"exp_a", "exp_b"}
     wa, wb = runs["exp_a"]["early_warning"], runs["exp_b"]["early_warning"]
@@ -97,7 +97,7 @@ def test_two_roots_with_the_same_file_names_keep_every_record(tmp_path: Path) ->
     os.utime(b, ns=(1_700_000_000_000_000_000,) * 2)
     out = tmp_path / "out"
     for _ in range(2):  # the second scan reuses the parts: still two files, not one cache entry
-        scan([tmp_path / "a" / "exp", tmp_path / "b" / "exp"], out, progress=False, jobs=1)
+        scan([tmp_path / "a" / "exp", tmp_path / "b" / "exp"], out, ScanOptions(jobs=1), progress=False)
         t = pl.read_parquet(out / "trajectories.parquet")
         assert t.height == 6 and t["trajectory_id"].n_unique() == 6
         assert sorted(set(t["source_path"])) == ["a/exp/rollout/1.jsonl", "b/exp/rollout/1.jsonl"]
@@ -109,8 +109,7 @@ def test_two_roots_with_the_same_file_names_keep_every_record(tmp_path: Path) ->
 def test_named_runs(tmp_path: Path) -> None:
     make_run(tmp_path / "x" / "exp1", steps=6, rot_from=99)
     make_run(tmp_path / "y" / "exp2", steps=6, rot_from=99)
-    s = scan([], tmp_path / "o", progress=False, jobs=1,
-             runs={"baseline": tmp_path / "x" / "exp1", "sft": tmp_path / "y" / "exp2"})
+    s = scan([], tmp_path / "o", ScanOptions(jobs=1, runs={"baseline": tmp_path / "x" / "exp1", "sft": tmp_path / "y" / "exp2"}), progress=False)
     assert [r["run"] for r in s.runs] == ["baseline", "sft"]
     t = pl.read_parquet(tmp_path / "o" / "trajectories.parquet")
     assert t["source_path"].str.starts_with("baseline/").sum() == 6 * 8 + 1
@@ -129,7 +128,7 @@ def test_a_root_named_like_validation_does_not_make_its_files_val(tmp_path: Path
     make_run(tmp_path / "eval_runs" / "exp", steps=3, rot_from=99)
     make_run(tmp_path / "other", steps=3, rot_from=99)
     files, _, _ = find_inputs([tmp_path / "eval_runs", tmp_path / "other"])
-    s = scan([tmp_path / "eval_runs", tmp_path / "other"], tmp_path / "o", progress=False, jobs=1)
+    s = scan([tmp_path / "eval_runs", tmp_path / "other"], tmp_path / "o", ScanOptions(jobs=1), progress=False)
     t = pl.read_parquet(tmp_path / "o" / "trajectories.parquet")
     assert t.filter(pl.col("split") == "train").height == 2 * 3 * 8
     assert {f.run for f in files} == {"eval_runs/exp", "other"} == {r["run"] for r in s.runs}
@@ -141,7 +140,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     make_run(root / "exp_a", steps=12, rot_from=6)
     make_run(root / "exp_b", steps=12, rot_from=9)
     out = root.parent / "out"
-    scan([root], out, progress=False, jobs=1)
+    scan([root], out, ScanOptions(jobs=1), progress=False)
     return out
 
 

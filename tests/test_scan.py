@@ -22,7 +22,7 @@ from helpers.verl_lines import (
 )
 
 from trajlab.cli import main
-from trajlab.scan import scan
+from trajlab.scan import ScanOptions, scan
 from trajlab.tables import SCAN_TABLES, SCHEMA_VERSION
 from trajlab.trends import early_warning
 
@@ -35,7 +35,7 @@ def run_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def scanned(run_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    summary = scan([run_dir], out, progress=False, jobs=1)
+    summary = scan([run_dir], out, ScanOptions(jobs=1), progress=False)
     return out, summary
 
 
@@ -83,13 +83,13 @@ def test_tables_content(scanned):
 
 def test_rerun_same_bytes_and_incremental(run_dir, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    scan([run_dir], a, progress=False, jobs=1)
-    scan([run_dir], b, progress=False, jobs=2, chunk_bytes=8192)  # different parallelism and chunking
+    scan([run_dir], a, ScanOptions(jobs=1), progress=False)
+    scan([run_dir], b, ScanOptions(jobs=2, chunk_bytes=8192), progress=False)  # different parallelism and chunking
     for name in SCAN_TABLES:
         assert (a / f"{name}.parquet").read_bytes() == (b / f"{name}.parquet").read_bytes(), name
     first = pl.read_parquet(a / "trajectories.parquet")["trajectory_id"].to_list()
     before = {n: (a / f"{n}.parquet").stat().st_mtime_ns for n in SCAN_TABLES}
-    s2 = scan([run_dir], a, progress=False, jobs=1)
+    s2 = scan([run_dir], a, ScanOptions(jobs=1), progress=False)
     assert s2.files_reused == s2.files == 31
     # nothing changed: the tables are not even rewritten
     assert {n: (a / f"{n}.parquet").stat().st_mtime_ns for n in SCAN_TABLES} == before
@@ -97,7 +97,7 @@ def test_rerun_same_bytes_and_incremental(run_dir, tmp_path):
     # touch one file: only it is re-read, ids of untouched records stay
     f = run_dir / "rollout" / "5.jsonl"
     os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
-    s3 = scan([run_dir], a, progress=False, jobs=1)
+    s3 = scan([run_dir], a, ScanOptions(jobs=1), progress=False)
     assert s3.files_reused == 30
     assert (a / "trajectories.parquet").stat().st_mtime_ns != before["trajectories"]
     assert pl.read_parquet(a / "trajectories.parquet")["trajectory_id"].to_list() == first
@@ -114,14 +114,14 @@ def test_progress_bars_on_a_terminal(run_dir, tmp_path, monkeypatch):
 
     buf = io.StringIO()
     monkeypatch.setattr(trajlab.console, "err_console", Console(file=buf, force_terminal=True, width=120))
-    scan([run_dir], tmp_path / "p", progress=True, jobs=1)
+    scan([run_dir], tmp_path / "p", ScanOptions(jobs=1), progress=True)
     shown = buf.getvalue()
     assert "scan" in shown and "files" in shown
     from trajlab.scan.parts import PART_TABLES
 
     n_parts = 31 * len(PART_TABLES)  # one part file per input file per merged table
     assert f"{n_parts}/{n_parts}" in shown and "part files" in shown
-    scan([run_dir], tmp_path / "q", progress=False, jobs=1)
+    scan([run_dir], tmp_path / "q", ScanOptions(jobs=1), progress=False)
     for name in SCAN_TABLES:
         assert (tmp_path / "p" / f"{name}.parquet").read_bytes() == (tmp_path / "q" / f"{name}.parquet").read_bytes()
 
@@ -158,7 +158,7 @@ def test_tools_override_and_schema_skipped(tmp_path):
     assert s.schema_checked_rate == 0.0
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps(TOOLS))
-    s = scan([tmp_path / "in"], tmp_path / "o2", progress=False, tools=tools, tool_format="qwen3_coder")
+    s = scan([tmp_path / "in"], tmp_path / "o2", ScanOptions(tools=tools, tool_format="qwen3_coder"), progress=False)
     assert s.schema_checked_rate == 1.0
     calls = pl.read_parquet(tmp_path / "o2" / "calls.parquet")
     assert "unknown_parameter" in calls["categories"][0].to_list()

@@ -109,12 +109,12 @@ def test_turn_split_matches_split_turns() -> None:
 def test_columnar_path_is_taken_on_clean_dumps() -> None:
     """The fast path must not silently fall back on clean dumps (it would still be correct, only slow)."""
     from trajlab.ingest import plan_tasks
-    from trajlab.scan import ScanOptions
     from trajlab.scan.columnar import process_segments
+    from trajlab.scan.options import WorkerOptions
 
     for run in ("qwen35_xml_run/rollout", "qwen3_hermes_run/rollout"):
         files = sorted((ROOT / "sample_data" / run).glob("*.jsonl"))[:6]
         items = [(plan_tasks(p, p.name, "verl_jsonl")[0], p.read_bytes(), "0" * 40) for p in files]
-        got = process_segments(items, ScanOptions())
+        got = process_segments(items, WorkerOptions())
         assert not isinstance(got, str) and len(got) == len(files), run
         assert sum(t["trajectories"].num_rows for t in got) > 20 and all(t["calls"].num_rows for t in got)

@@ -17,7 +17,7 @@ import pytest
 from helpers.scan_inputs import make_corpus_dump, make_generated, make_messy
 
 from trajlab.cli import main
-from trajlab.scan import scan
+from trajlab.scan import ScanOptions, scan
 from trajlab.scan.engines import ENGINES, ENV_VAR
 from trajlab.tables import SCAN_TABLES
 
@@ -30,7 +30,7 @@ def every_engine(paths: list[Path], tmp: Path, **kw: Any) -> dict[str, dict[str,
     got: dict[str, dict[str, Any]] = {}
     for engine in ENGINES:
         out = tmp / f"out_{engine}"
-        scan(paths, out, progress=False, incremental=False, engine=engine, **{"jobs": 1, **kw})
+        scan(paths, out, ScanOptions(incremental=False, engine=engine, **{"jobs": 1, **kw}), progress=False)
         got[engine] = {"tables": {n: (out / f"{n}.parquet").read_bytes() for n in SCAN_TABLES},
                        "manifest": json.loads((out / "manifest.json").read_text()), "out": out}
     for engine in ENGINES[1:]:

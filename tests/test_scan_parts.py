@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.scan_inputs import make_generated
 
-from trajlab.scan import scan
+from trajlab.scan import ScanOptions, scan
 from trajlab.scan.parts import UNIT_PREFIX
 from trajlab.tables import SCAN_TABLES
 
@@ -27,24 +27,24 @@ def tables(out: Path) -> dict[str, bytes]:
 def test_units_shared_reused_and_pruned(tmp_path: Path) -> None:
     root = make_generated(tmp_path / "in", files=4, per_file=10)
     out = tmp_path / "out"
-    scan([root], out, progress=False, jobs=1)
+    scan([root], out, ScanOptions(jobs=1), progress=False)
     first = units(out)
     assert len(first) == 1  # four small files of one directory: one unit, one part file per table
 
     changed = root / "rollout" / "2.jsonl"
     changed.write_bytes(changed.read_bytes() + changed.read_bytes().splitlines(keepends=True)[0])
     os.utime(changed, ns=(1, 1))
-    scan([root], out, progress=False, jobs=1)
+    scan([root], out, ScanOptions(jobs=1), progress=False)
     inputs = {i["rel"]: i["reused"] for i in json.loads((out / "manifest.json").read_text())["inputs"]}
     assert inputs == {"rollout/1.jsonl": True, "rollout/2.jsonl": False, "rollout/3.jsonl": True,
                       "rollout/4.jsonl": True}
     assert first < units(out) and len(units(out)) == 2  # the old unit still holds three files' rows
-    scan([root], tmp_path / "full", progress=False, jobs=1, incremental=False)
+    scan([root], tmp_path / "full", ScanOptions(jobs=1, incremental=False), progress=False)
     assert tables(out) == tables(tmp_path / "full")
 
     for f in (root / "rollout").glob("*.jsonl"):
         os.utime(f, ns=(2, 2))
-    scan([root], out, progress=False, jobs=1)
+    scan([root], out, ScanOptions(jobs=1), progress=False)
     assert not first & units(out)  # no file uses the first unit any more
     assert tables(out) == tables(tmp_path / "full")
 

@@ -62,7 +62,7 @@ def _tools_of(prompt: str) -> list[dict[str, Any]]:
 
 
 def _scan_run(tmp_path: Path, run: str, steps: range, *, pass_tools: bool) -> tuple[Path, dict, list]:
-    from trajlab.scan import scan
+    from trajlab.scan import ScanOptions, scan
 
     gen = _generator()
     dump = tmp_path / run
@@ -79,7 +79,7 @@ def _scan_run(tmp_path: Path, run: str, steps: range, *, pass_tools: bool) -> tu
     out = tmp_path / f"out_{run}"
     # the hermes prompt mentions "<tools></tools>" before the real block; pass the schema explicitly so the
     # test checks the classifier, not the prompt parser
-    scan([dump], out, tools=tools if pass_tools else None, progress=False, jobs=1)
+    scan([dump], out, ScanOptions(tools=tools if pass_tools else None, jobs=1), progress=False)
     return out, labels, tools
 
 

@@ -16,7 +16,7 @@ import pytest
 from helpers.scan_runs import make_run
 
 from trajlab.cli import main
-from trajlab.scan import scan
+from trajlab.scan import ScanOptions, scan
 from trajlab.tables import SCAN_TABLES
 from trajlab.watch import WatchOptions, watch
 
@@ -73,7 +73,7 @@ def test_watch_follows_a_writer_trips_at_the_warning_and_ends_like_a_scan(tmp_pa
     last = {x.step: x for x in train}
     assert sorted(last) == list(range(1, 25)) and all(last[s].calls == 8 for s in last)
     # the trip: the run's own early-warning step, noticed once its window (3 steps) is in
-    one = scan([live.parent], tmp_path / "one", progress=False, jobs=1)
+    one = scan([live.parent], tmp_path / "one", ScanOptions(jobs=1), progress=False)
     want = one.runs[0]["early_warning"]["step"]
     assert 14 <= want <= 16
     assert [(t.run, t.reason, t.step) for t in trips] == [("exp", "early_warning", want)]
@@ -118,7 +118,7 @@ def test_watch_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert "Traceback" not in stderr and "stopped (interrupted)" in seen + stdout
-    scan([run], tmp_path / "one", progress=False, jobs=1)
+    scan([run], tmp_path / "one", ScanOptions(jobs=1), progress=False)
     assert _tables(out) == _tables(tmp_path / "one")
     assert os.listdir(out / ".watch")
 
@@ -131,7 +131,7 @@ def test_a_writer_that_crashed_mid_line_does_not_hold_the_watch(tmp_path: Path) 
     last.write_bytes(last.read_bytes()[:-300])  # crashed while writing its last line
     result = watch(WatchOptions(paths=[run], out=tmp_path / "out", interval=0.1, idle_exit=0.5, settle=1.0))
     assert result.stopped == "idle" and result.ranges == result.files == 8  # 7 step files + the val file
-    scan([run], tmp_path / "one", progress=False, jobs=1)
+    scan([run], tmp_path / "one", ScanOptions(jobs=1), progress=False)
     assert _tables(tmp_path / "out") == _tables(tmp_path / "one")
     errors = json.loads((tmp_path / "out" / "manifest.json").read_text())["summary"]["ingest_error_examples"]
     assert any("truncated last line" in e for e in errors)
@@ -142,7 +142,7 @@ def test_a_restarted_watch_classifies_again_and_its_publish_reuses_the_scan_cach
     (``OUT/.watch/``, cleared at start) to rebuild its per-step lines; its publish is an incremental scan that
     reads no input file again, and leaves the tables as they were."""
     run = make_run(tmp_path / "exp", steps=8, rot_from=99)
-    first = scan([run], tmp_path / "out", progress=False, jobs=1)
+    first = scan([run], tmp_path / "out", ScanOptions(jobs=1), progress=False)
     before = _tables(tmp_path / "out")
     (tmp_path / "out" / ".watch" / "stale").mkdir(parents=True)  # an earlier watch's storage
     lines: list = []

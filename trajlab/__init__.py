@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 _API = {
     "scan": "trajlab.scan",
     "ScanSummary": "trajlab.scan",
+    "ScanOptions": "trajlab.scan",
     "analyze_turn": "trajlab.toolcalls",
     "detect_tool_format": "trajlab.toolcalls",
     "check_text": "trajlab.toolcalls",

@@ -39,7 +39,7 @@ from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask, InputFile, detect_format, find_inputs, plan_tasks, split_from_path
 from trajlab.ingest.fields import step_from_name
 from trajlab.outpaths import prepare_out_dir
-from trajlab.scan.options import ScanOptions, make_scan_options
+from trajlab.scan.options import ScanOptions, WorkerOptions, worker_options
 from trajlab.trends import aggregate_steps, early_warning, tripped_runs
 from trajlab.watch_store import WATCH_DIR, file_dir, range_dir, range_table, reid_ranges
 
@@ -153,8 +153,10 @@ class Watcher:
             raise InputError(f"{param('interval')} {opts.interval}: must be > 0")
         if opts.fail_above is not None and not 0 <= opts.fail_above <= 1:
             raise InputError(f"{param('fail_above')} {opts.fail_above}: must be a rate between 0 and 1")
-        self.scan_opts: ScanOptions = make_scan_options(tools=opts.tools, input_format=opts.input_format,
-                                                        tool_format=opts.tool_format, rules_dirs=opts.rules_dirs)
+        #: what each publish scans with (one worker: watch runs beside training)
+        self.scan_request = ScanOptions(tools=opts.tools, input_format=opts.input_format, tool_format=opts.tool_format,
+                                        rules_dirs=tuple(opts.rules_dirs), jobs=1, runs=dict(opts.runs))
+        self.scan_opts: WorkerOptions = worker_options(self.scan_request)
         self.files: dict[str, _File] = {}
         self.trips: list[Trip] = []
         self.tripped: set[tuple[str, str]] = set()
@@ -354,9 +356,7 @@ class Watcher:
         again only the files its cache does not hold unchanged (those new or grown since the last publish)."""
         from trajlab.scan import scan
 
-        summary = scan(list(self.opts.paths), self.out, tools=self.opts.tools, input_format=self.opts.input_format,
-                       tool_format=self.opts.tool_format, rules_dirs=self.opts.rules_dirs, jobs=1,
-                       progress=False, runs=dict(self.opts.runs) or None)
+        summary = scan(list(self.opts.paths), self.out, self.scan_request, progress=False)
         self.dirty = False
         self.last_publish = time.monotonic()
         return summary

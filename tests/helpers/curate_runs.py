@@ -113,7 +113,7 @@ def write_hermes_run(root: Path, steps: int = 2, prompts: int = 3) -> Path:
 
 def scan_dir(dump: Path, out: Path) -> Path:
     # ``trajlab.scan`` (the attribute) is shadowed by the submodule once imported, so import the function
-    from trajlab.scan import scan
+    from trajlab.scan import ScanOptions, scan
 
-    scan([dump], out, jobs=1, progress=False)
+    scan([dump], out, ScanOptions(jobs=1), progress=False)
     return out

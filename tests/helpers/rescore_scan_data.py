@@ -34,11 +34,11 @@ def write_run(root: Path, steps: int = 4, per_step: int = 3) -> Path:
 
 def scan_run(tmp: Path, **kw) -> Path:
     """Write the run under ``tmp/dumps`` and scan it into ``tmp/out`` with the real scanner."""
-    from trajlab.scan import scan
+    from trajlab.scan import ScanOptions, scan
 
     dumps = write_run(tmp / "dumps", **kw)
     out = tmp / "out"
-    scan([dumps], out, jobs=1, progress=False)
+    scan([dumps], out, ScanOptions(jobs=1), progress=False)
     return out
 
 

@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         from trajlab.errors import InputError
         from trajlab.ingest.runs import parse_run_specs
         from trajlab.options import check_min, check_rate
-        from trajlab.scan import scan
+        from trajlab.scan import ScanOptions, scan
         from trajlab.trends import tripped_runs
 
         named = parse_run_specs(run)
@@ -52,16 +52,9 @@ def register(app: typer.Typer) -> None:
         summary = scan(
             paths or [],
             out,
-            tools=tools,
-            input_format=input_format,
-            tool_format=tool_format,
-            rules_dirs=rules,
-            jobs=jobs,
-            strict=False,
-            incremental=not full,
+            ScanOptions(tools=tools, input_format=input_format, tool_format=tool_format, rules_dirs=tuple(rules),
+                        jobs=jobs, strict=False, incremental=not full, engine=engine, runs=named),
             progress=not no_progress and not as_json,
-            engine=engine,
-            runs=named,
         )
         tripped = tripped_runs(summary.steps, fail_above, window) if fail_above is not None else []
         if as_json:

@@ -25,12 +25,12 @@ from trajlab.ingest.turns import split_turns, split_turns_frame
 from trajlab.ingest.verl_columnar import Segment, read_clean_segments
 from trajlab.model import RawTrajectory, TurnContext
 from trajlab.scan.ids import trajectory_id
-from trajlab.scan.options import ScanOptions
+from trajlab.scan.options import WorkerOptions
 from trajlab.scan.records import columns_table, record_rows, row_columns, turn_rows
 from trajlab.tables import CALLS, FINDINGS, INGEST_ERRORS, TRAJECTORIES, TURNS, TableSpec
 
 
-def process_segments(items: list[tuple[FileTask, bytes, str]], opts: ScanOptions) -> list[dict[str, pa.Table]] | str:
+def process_segments(items: list[tuple[FileTask, bytes, str]], opts: WorkerOptions) -> list[dict[str, pa.Table]] | str:
     """The part tables (``trajectories``, ``turns``, ``calls``, ``findings``, ``ingest_errors``) of each clean
     verl range in ``items`` (``(task, bytes of the range, file sha1)``, processed together), or the reason
     they must go through the ``records`` engine."""
@@ -66,7 +66,7 @@ def _over_turn_cap(df: pl.DataFrame) -> bool:
 class _Range:
     """The work on clean ranges; rows are keyed by ``row`` (record position) for the final sort."""
 
-    def __init__(self, tasks: list[FileTask], digests: list[str], opts: ScanOptions, df: pl.DataFrame,
+    def __init__(self, tasks: list[FileTask], digests: list[str], opts: WorkerOptions, df: pl.DataFrame,
                  rs: Any) -> None:
         self.tasks, self.opts, self.rs = tasks, opts, rs
         rels = [t.rel for t in tasks]

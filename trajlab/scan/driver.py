@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from trajlab.model import IngestError
 from trajlab.outpaths import begin_write, end_write, prepare_out_dir, remove_stale_temps, write_lock
 from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
 from trajlab.scan.ids import file_digest
-from trajlab.scan.options import ScanOptions, make_scan_options
+from trajlab.scan.options import ScanOptions, WorkerOptions, worker_options
 from trajlab.scan.parts import PARTS_DIR, merge_parts, unit_name
 from trajlab.scan.plan import IN_PROCESS_BYTES, UNIT_BYTES, FileEntry, chunk_bytes_or_default, file_key, units
 from trajlab.scan.summary import ScanSummary, manifest, summarise
@@ -39,45 +39,33 @@ from trajlab.trends import steps_table
 def scan(
     paths: Sequence[str | Path],
     out: str | Path,
+    options: ScanOptions | None = None,
     *,
-    tools: str | Path | list[dict[str, Any]] | None = None,
-    input_format: str | None = None,
-    tool_format: str | None = None,
-    rules_dirs: Iterable[str | Path] = (),
-    jobs: int = 0,
-    strict: bool = False,
-    incremental: bool = True,
     progress: bool = True,
-    chunk_bytes: int | None = None,
-    engine: str | None = None,
-    runs: dict[str, str | Path] | None = None,
 ) -> ScanSummary:
     """Scan trajectory dumps and write the trajlab tables into ``out``.
 
     Args:
         paths: files or directories (walked recursively) of verl dumps, verl-tool step records or
-            OpenAI-messages JSONL/Parquet; the format is detected per file unless ``input_format`` is set.
+            OpenAI-messages JSONL/Parquet; the format is detected per file unless ``options.input_format`` is set.
         out: output directory (created); tables are ``<out>/<table>.parquet`` plus ``manifest.json``.
-        tools: tool schemas that override the prompts' (a ``--tools`` file path or a list of schemas).
-        tool_format: force the call format (a name of ``trajlab.toolcalls.KNOWN_FORMATS``) instead of detecting it.
-        rules_dirs: user rule packs added to the built-in ``rules/``.
-        jobs: worker processes (0 = one per CPU; small inputs run in-process).
-        strict: raise :class:`~trajlab.errors.InputError` (exit code 2) if any record could not be read.
-        incremental: reuse the parts of files unchanged since the last scan into ``out``.
+        options: what to scan with (:class:`~trajlab.scan.options.ScanOptions`: tools, formats, rule packs,
+            jobs, strict, incremental, chunk size, engine, runs); default ``ScanOptions()``.
         progress: show a progress bar on stderr.
-        chunk_bytes: size of the byte ranges big files are cut into (default 32 MB).
-        engine: ``auto`` | ``columnar`` | ``records`` (:mod:`trajlab.scan.engines`; default ``$TRAJLAB_ENGINE``,
-            else ``auto``). Every engine writes the same tables; the manifest records which read each file.
-        runs: ``{NAME: PATH}`` (``--run NAME=PATH``): every file under PATH belongs to run NAME; a PATH outside
-            ``paths`` is scanned too. Other files get the run their directory names (:mod:`trajlab.ingest.runs`).
 
     Returns:
         A :class:`ScanSummary` (also written to ``manifest.json``).
+
+    Example::
+
+        trajlab.scan(["rollouts/"], "out", trajlab.ScanOptions(jobs=8, runs={"base": "exp/a"}))
     """
     t0 = time.perf_counter()
     out = Path(out)
-    opts = make_scan_options(tools=tools, input_format=input_format, tool_format=tool_format, rules_dirs=rules_dirs,
-                             engine=engine)
+    request = options if options is not None else ScanOptions()
+    opts = worker_options(request)
+    jobs, strict, incremental, chunk_bytes, runs = (request.jobs, request.strict, request.incremental,
+                                                     request.chunk_bytes, request.runs)
     tool_format, fmt_forced, rdirs = opts.tool_format, opts.input_format, opts.rules_dirs
     fp = opts.fingerprint()
     prepare_out_dir(out, kind="scan", inputs=paths)  # refuses a user's directory before anything is written
@@ -154,15 +142,16 @@ def scan(
         steps = pq.read_table(table_path(out, "steps"))
         summary = summarise(out, keep, steps, time.perf_counter() - t0)
         summary.skipped = skipped
-        options = {
+        recorded = {
             "tool_format": tool_format,
-            "tools": str(tools) if isinstance(tools, (str, Path)) else (None if tools is None else "<list>"),
+            "tools": (str(request.tools) if isinstance(request.tools, (str, Path))
+                      else (None if request.tools is None else "<list>")),
             "input_format": fmt_forced,
             "rules_dirs": list(rdirs),
             "engine": opts.engine,
             "runs": {k: str(v) for k, v in (runs or {}).items()},
         }
-        atomic_write_json(out / "manifest.json", manifest(entries, summary, options=options, rules_dirs=rdirs,
+        atomic_write_json(out / "manifest.json", manifest(entries, summary, options=recorded, rules_dirs=rdirs,
                                                           merge_key=mkey))
         end_write(out)
         if strict and summary.ingest_errors:
@@ -175,7 +164,7 @@ def scan(
 
 def run_tasks(
     todo: list[tuple[FileEntry, FileTask]],
-    opts: ScanOptions,
+    opts: WorkerOptions,
     parts_root: Path,
     jobs: int,
     progress: bool,

@@ -26,7 +26,7 @@ import pyarrow as pa
 from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask
 from trajlab.scan.columnar import process_segments
-from trajlab.scan.options import ScanOptions
+from trajlab.scan.options import WorkerOptions
 from trajlab.scan.records import record_loop
 
 ENGINES = ("auto", "columnar", "records")
@@ -52,7 +52,7 @@ class RangeResult:
     fallback: str | None = None
 
 
-def read_unit(unit: list[tuple[FileTask, str]], opts: ScanOptions) -> list[RangeResult]:
+def read_unit(unit: list[tuple[FileTask, str]], opts: WorkerOptions) -> list[RangeResult]:
     """Read every ``(task, file sha1)`` range of a unit with the engine ``opts.engine`` asks for.
 
     Columnar candidates are read together in one pass; when the columnar engine declines a group, the group is

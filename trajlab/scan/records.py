@@ -16,7 +16,7 @@ from trajlab.ingest import FileTask, iter_records
 from trajlab.ingest.fields import dumps_extra
 from trajlab.model import IngestError, RawTrajectory, TurnAnalysis
 from trajlab.scan.ids import trajectory_id
-from trajlab.scan.options import ScanOptions
+from trajlab.scan.options import WorkerOptions
 from trajlab.scan.parts import PART_TABLES
 from trajlab.tables import TableSpec
 
@@ -25,7 +25,7 @@ ROW_COLUMNS: dict[str, tuple[str, ...]] = {s.name: tuple(s.column_names) for s i
 Rows = dict[str, list[tuple[Any, ...]]]
 
 
-def record_loop(task: FileTask, opts: ScanOptions, digest: str) -> dict[str, pa.Table]:
+def record_loop(task: FileTask, opts: WorkerOptions, digest: str) -> dict[str, pa.Table]:
     """The part tables of a range, record by record (every format, every kind of damage)."""
     rows: Rows = {s.name: [] for s in PART_TABLES}
     errs = rows["ingest_errors"]
@@ -41,7 +41,7 @@ def record_loop(task: FileTask, opts: ScanOptions, digest: str) -> dict[str, pa.
     return {spec.name: columns_table(spec, row_columns(spec.name, rows[spec.name])) for spec in PART_TABLES}
 
 
-def record_rows(rec: RawTrajectory, opts: ScanOptions, rows: Rows, traj_id: str, extra_json: str) -> None:
+def record_rows(rec: RawTrajectory, opts: WorkerOptions, rows: Rows, traj_id: str, extra_json: str) -> None:
     """Append the rows of one trajectory (in :data:`ROW_COLUMNS` order) to ``rows``."""
     from trajlab.trajectory import analyze_trajectory
 

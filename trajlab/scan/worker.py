@@ -17,11 +17,11 @@ import pyarrow as pa
 
 from trajlab.ingest import FileTask
 from trajlab.scan.engines import read_unit
-from trajlab.scan.options import ScanOptions
+from trajlab.scan.options import WorkerOptions
 from trajlab.scan.parts import RangeParts, write_unit_parts
 
 
-def process_unit(unit: list[tuple[FileTask, str, str]], opts: ScanOptions, unit_dir: str) -> list[dict[str, Any]]:
+def process_unit(unit: list[tuple[FileTask, str, str]], opts: WorkerOptions, unit_dir: str) -> list[dict[str, Any]]:
     """Worker: ingest + classify a unit of work given as ``(task, file sha1, part directory of the file)``
     items, write the unit's part files into ``unit_dir`` and each item's ``done.json``. Returns their stats."""
     got = read_unit([(task, digest) for task, digest, _ in unit], opts)
