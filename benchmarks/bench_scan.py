@@ -111,8 +111,10 @@ import bench_scan_stages as st
 args = json.loads(sys.argv[1])
 st.setup("cpu")
 t0 = time.perf_counter()
-total, acc, counts = st.time_units([__import__("pathlib").Path(f) for f in args["files"]])
+units = []
+total, acc, counts = st.time_units([__import__("pathlib").Path(f) for f in args["files"]], per_unit=units)
 print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_units": total, "stages": acc, "counts": counts,
+                  "units": units,
                   "recogniser": acc.get(st.RECOGNISER, 0.0), "classifier": acc.get(st.CLASSIFIER, 0.0),
                   "classified_turns": counts.get(st.CLASSIFIER, 0)}))
 """
@@ -171,6 +173,20 @@ def run_measured(variant: str, code: str, arg: str, n_bytes: int, log_dir: Path,
     cpu = usage.ru_utime + usage.ru_stime
     return Result(variant, detail["seconds"], wall, n_bytes / 1e6 / detail["seconds"], cpu, peak, max_rss,
                   detail.get("rows", 0), detail)
+
+
+def stretch_rates(units: list[dict[str, float]]) -> list[tuple[str, float, float]]:
+    """``(name, MB per CPU-second, the per-turn classifier's share of the CPU)`` of the first and the last third
+    of the units (step order): a healthy stretch of the generated run and its collapse."""
+    k = len(units) // 3
+    if k == 0:
+        return []
+    out = []
+    for name, part in (("first third (healthy)", units[:k]), ("last third (collapse)", units[-k:])):
+        sec = sum(u["seconds"] for u in part)
+        out.append((name, sum(u["bytes"] for u in part) / 1e6 / max(sec, 1e-9),
+                    sum(u["classifier"] for u in part) / max(sec, 1e-9)))
+    return out
 
 
 def _warm(files: list[Path]) -> None:
@@ -275,6 +291,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  at best {bound_cpu:.0%} of the floor's MB/CPU-s; spread perfectly over {cpus} CPUs, at best "
               f"{bound:.0%} of its throughput (the floor itself ran on {flo.cpu_seconds / flo.seconds:.1f} CPUs)"
               + ("  [busy machine: the throughput bound is not reliable]" if load[1] > cpus else ""))
+        stretches = stretch_rates(sd.get("units", []))
+        if stretches:
+            floor_rate = n_bytes / 1e6 / flo.cpu_seconds
+            print(f"the units alone (no start-up, hashing or merge), by stretch of the run "
+                  f"(the floor: {floor_rate:.1f} MB/CPU-s):")
+            for name, rate, share in stretches:
+                print(f"  {name:<24} {rate:6.1f} MB/CPU-s = {rate / floor_rate:4.0%} of the floor's; per-turn "
+                      f"classifier {share:4.0%} of the units' CPU")
     ok_speed = ratio >= FLOOR_RATIO
     rss = max(max(r.peak_rss_tree, r.max_rss_proc) for r in scans)
     ok_rss = rss < RSS_LIMIT

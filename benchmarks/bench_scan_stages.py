@@ -70,9 +70,12 @@ def instrument(acc: dict[str, float], counts: dict[str, int]) -> None:
         wrap(owner, name, label, acc, counts)
 
 
-def time_units(files: list[Path], unit_files: int = 10, repeat: int = 0) -> tuple[float, dict[str, float], dict[str, int]]:
+def time_units(files: list[Path], unit_files: int = 10, repeat: int = 0,
+               per_unit: list[dict[str, float]] | None = None) -> tuple[float, dict[str, float], dict[str, int]]:
     """Run ``files`` through the worker's entry point, ``unit_files`` consecutive files per unit (as the scan's
     planner groups step files), ``repeat`` + 1 times; the last run's total time and per-stage times and counts.
+    With ``per_unit``, one ``{"bytes", "seconds", "classified_turns", "classifier"}`` dict per unit of the last
+    run is appended to it (how the cost moves from a healthy stretch of the run to its collapse).
     :func:`instrument` must have been called."""
     import trajlab.scan.options
     import trajlab.scan.worker as worker
@@ -87,13 +90,21 @@ def time_units(files: list[Path], unit_files: int = 10, repeat: int = 0) -> tupl
             ACC[0].clear()
             COUNTS[0].clear()
             total = 0.0
+            units: list[dict[str, float]] = []
             for i in range(0, len(files), unit_files):
                 batch = files[i:i + unit_files]
                 unit = [(plan_tasks(f, f.name, "verl_jsonl")[0], "0" * 40, str(Path(tmp) / f"{run}-{f.stem}"))
                         for f in batch]
+                before = (ACC[0].get(CLASSIFIER, 0.0), COUNTS[0].get(CLASSIFIER, 0))
                 t0 = CLOCK[0]()
                 worker.process_unit(unit, opts, str(Path(tmp) / f"unit-{run}-{i}"))
-                total += CLOCK[0]() - t0
+                dt = CLOCK[0]() - t0
+                total += dt
+                units.append({"bytes": float(sum(f.stat().st_size for f in batch)), "seconds": dt,
+                              "classifier": ACC[0].get(CLASSIFIER, 0.0) - before[0],
+                              "classified_turns": float(COUNTS[0].get(CLASSIFIER, 0) - before[1])})
+    if per_unit is not None:
+        per_unit.extend(units)
     acc.update(ACC[0])
     counts.update(COUNTS[0])
     return total, acc, counts
