@@ -32,6 +32,9 @@ PARAMS: dict[str, Any] = {
         "loop": {"$ref": "#/$defs/Loop"},
         "big": {"type": "number"},
         "nested": {"anyOf": [{"anyOf": [{"type": "boolean"}]}, {"type": "array"}]},
+        "arr": {"type": "array"},
+        "obj": {"type": "object"},
+        "q": {"type": "string"},
     },
 }
 TOOLS = [{"name": "f", "description": "", "parameters": PARAMS}]
@@ -74,6 +77,16 @@ def one(text: str, fmt: str = "qwen3_coder") -> tuple[Any, list[tuple[str, str, 
     ("big", "12", 12, 12, []),
     ("nested", "true", True, "true", [("verl_conversion_divergence", "info", "untyped_branch")]),
     ("nested", "[1]", [1], "[1]", [("verl_conversion_divergence", "info", "untyped_branch")]),
+    # a plain array written as JSON with true/false/null: literal_eval cannot read it, so verl passes the text;
+    # the call means the array (vLLM's and SGLang's parsers json.loads it)
+    ("arr", '["a", "b", 1, true]', ["a", "b", 1, True], '["a", "b", 1, true]',
+     [("verl_conversion_divergence", "info", "literal_eval")]),
+    ("arr", "[null]", [None], "[null]", [("verl_conversion_divergence", "info", "literal_eval")]),
+    ("arr", '["a", 1]', ["a", 1], ["a", 1], []),  # Python and JSON agree: no divergence
+    ("obj", '{"a": null, "b": true}', {"a": None, "b": True}, {"a": None, "b": True}, []),  # verl json.loads
+    # `null` as a plain string's text is the string; verl passes None
+    ("q", "null", "null", None, [("verl_conversion_divergence", "info", "null_string")]),
+    ("q", "Null", "Null", None, [("verl_conversion_divergence", "info", "null_string")]),
 ])
 def test_branches_refs_and_numbers(param: str, raw: str, intended: Any, verl: Any,
                                    findings: list[tuple[str, str, str]]) -> None:

@@ -151,17 +151,27 @@ def _fits(raw: str, b: dict[str, Any]) -> tuple[bool, Any]:
 def intended_value(raw: str, name: str, properties: dict[str, Any]) -> Any:
     """What a raw XML value means under the schema (the intended reading; ``properties`` with ``$ref``
     resolved): verl's conversion (:func:`verl_convert`) where it is exact; a ``number`` as the exact number its
-    text says (no float() rounding); an ``anyOf`` / ``oneOf`` / type-list / nullable property by the first
-    branch the value fits (``null`` first when a branch allows it); the raw text when no branch fits."""
+    text says (no float() rounding); a ``string`` whose text is ``null`` as that text (verl passes None); an
+    ``array`` / ``object`` written as JSON that verl's ``literal_eval`` cannot read (``true``, ``null`` inside)
+    as the JSON value (verl passes the text); an ``anyOf`` / ``oneOf`` / type-list / nullable property by the
+    first branch the value fits (``null`` first when a branch allows it); the raw text when no branch fits.
+    Where this differs from verl's conversion, :func:`check_xml_value` reports the divergence and the call's
+    verl reading (``verl_executes = differently``) carries verl's value."""
     prop = properties.get(name) if name in properties else None
     br = branches(prop) if prop is not None else None
     if br is None:
         v = verl_convert(raw, name, properties)
-        if (prop is not None and v is not None and not isinstance(v, str) and isinstance(prop, dict)
-                and isinstance(prop.get("type"), str) and type_kind(prop["type"]) == "num"):
+        kind = type_kind(prop["type"]) if isinstance(prop, dict) and isinstance(prop.get("type"), str) else None
+        if kind == "num" and v is not None and not isinstance(v, str):
             exact = _exact_number(raw)
             if exact is not None:
                 return exact
+        elif kind == "string" and v is None:
+            return raw  # `null` as a string parameter's text: the string (verl passes None: `null_string`)
+        elif kind in ("array", "object") and isinstance(v, str):
+            ok, meant = _fits(raw, prop)  # JSON that literal_eval cannot read (`true`, `null`): `literal_eval`
+            if ok:
+                return meant
         return v
     if len(raw) <= 4 and raw.lower() == "null" and any(_is_null_branch(b) for b in br):
         return None
