@@ -49,11 +49,13 @@ def check_name(d: CallDraft, index: ToolIndex | None, rs: RuleSet) -> tuple[str 
     if nm.kind == "invalid_no_schema":
         if nm.nearest:
             d.add("garbled_function_name", "invalid_chars", s, e, name=d.name, nearest=nm.nearest, how=nm.how,
+                  reading=f"reads as the tool name `{nm.nearest}` {nm.how} (the clean part is taken as the name meant)",
                   edits=rename)
             if not rename:
                 d.rerender = True
             return None, nm.nearest
         d.add("garbled_function_name", "invalid_chars", s, e, name=d.name, nearest="?", how=nm.how,
+              reading="holds characters no tool name contains, and no clean tool name can be read from it",
               blocker=f"no clean tool name can be read from `{d.name}`")
         return None, None
     d.add("unknown_function", "undeclared", s, e, name=d.name, declared=_list(declared),

@@ -69,6 +69,23 @@ def _lex(text: str, lo: int, hi: int, excluded: list[tuple[int, int]]) -> list[_
     return out
 
 
+def layout_ws(ws: str) -> str:
+    """White space next to a call's name in words (``"\n    "`` → "a newline and 4 spaces"; "" → "nothing")."""
+    if not ws:
+        return "nothing"
+    names = {"\n": ("a newline", "newlines"), " ": ("a space", "spaces"), "\t": ("a tab", "tabs"),
+             "\r": ("a carriage return", "carriage returns")}
+    parts = []
+    for ch, (one, many) in names.items():
+        n = ws.count(ch)
+        if n:
+            parts.append(one if n == 1 else f"{n} {many}")
+    other = len(ws) - sum(ws.count(ch) for ch in names)
+    if other:
+        parts.append(f"`{snip(ws, 12)}`" if not parts else f"{other} other characters")
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+
+
 def glm_convert(raw: str) -> Any:
     """verl's ``glm`` value conversion: ``json.loads`` of the stripped value, else the stripped string."""
     v = raw.strip()
@@ -140,9 +157,13 @@ class _Scanner:
                 if want_trail is None:
                     want_trail = trail
                 new = d.name + want_trail
+                wants = "a newline" if want_trail == "\n" else ("nothing" if not want_trail else "`"
+                                                                          + snip(want_trail, 10) + "`")
+                off = [f"{layout_ws(lead)} before the name"] if lead else []
+                if trail != want_trail:
+                    off.append(f"{layout_ws(trail)} after the name, where the template writes {wants}")
                 d.add("malformed_tag", "glm_layout", op.end, name_end, tag=snip(region, 30), format=self.fmt.name,
-                      canonical_hint=("the name is followed by a newline" if sep else
-                                      "nothing separates the name from `<arg_key>`"),
+                      canonical_hint="; ".join(off),
                       edits=[Edit(op.end, name_end, new, "laid the name out as the template does")])
             d.span("structural", op.end, ns)
             d.span("function_name", ns, ns + len(stripped))

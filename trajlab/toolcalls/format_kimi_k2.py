@@ -59,13 +59,13 @@ def read_head(d: CallDraft, text: str, hs: int, he: int, number: int) -> None:
         ns = s + 10
     else:
         d.add("malformed_tag", "kimi_id_namespace", s, e, tag=core, format="kimi_k2",
-              canonical_hint="the id starts with `functions.`",
+              canonical_hint="the template writes `functions.NAME:IDX`",
               edits=[Edit(s, s, "functions.", "added `functions.` to the call id")])
     m = re.search(r":(\d+)\Z", core)
     ne = e - len(m.group()) if m else e
     if not m:
         d.add("malformed_tag", "kimi_id_index", s, e, tag=core, format="kimi_k2",
-              canonical_hint="the id ends with `:IDX`, the call's index",
+              canonical_hint="the template ends it with `:IDX`, the call's index",
               edits=[Edit(e, e, f":{number}", f"added the index `:{number}` to the call id")])
     d.name, d.name_start, d.name_end = text[ns:ne], ns, ne
     d.span("function_name", ns, ne)

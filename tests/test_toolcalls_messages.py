@@ -1,0 +1,79 @@
+"""Messages say what is in the text and what the parsers do with it: no message restates the rule it says was
+broken as if it were the observation, names declared tools when no schema is known, or says the trajectory ends
+when another call of the turn still runs. Cases follow shapes from other projects' parser test suites (vLLM,
+SGLang), written anew here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from trajlab.model import TurnContext
+from trajlab.toolcalls import analyze_turn
+
+WEATHER = [{"name": "get_current_weather", "description": "",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "state": {"type": "string"}},
+                           "required": ["city"]}}]
+
+
+def findings(text: str, fmt: str, tools: list[dict[str, Any]] | None) -> list[tuple[str, str, str]]:
+    ta = analyze_turn(text, tool_format=fmt, tools=tools, context=TurnContext(schema_known=tools is not None),
+                      spans=False)
+    return [(f.category, f.severity, f.message) for f in ta.findings]
+
+
+@pytest.mark.parametrize("fmt, text, says", [
+    # indented argument tags (the layout a lenient parser accepts): the message names the indentation
+    ("glm45", "<tool_call>get_current_weather\n    <arg_key>city</arg_key>\n    <arg_value>Dallas</arg_value>\n"
+              "    </tool_call>", "a newline and 4 spaces after the name, where the template writes a newline"),
+    ("glm47", "<tool_call>get_current_weather\n<arg_key>city</arg_key><arg_value>Dallas</arg_value></tool_call>",
+     "a newline after the name, where the template writes nothing"),
+    ("glm45", "<tool_call>  get_current_weather<arg_key>city</arg_key>\n<arg_value>Dallas</arg_value>\n"
+              "</tool_call>", "2 spaces before the name; nothing after the name, where the template writes a newline"),
+])
+def test_glm_layout_says_what_differs(fmt: str, text: str, says: str) -> None:
+    (got,) = [f for f in findings(text, fmt, WEATHER) if f[0] == "malformed_tag"]
+    assert got[1] == "warning" and says in got[2]
+    assert "the name is followed by a newline" not in got[2] and "nothing separates" not in got[2]
+
+
+@pytest.mark.parametrize("fmt", ["glm45", "glm47"])
+def test_glm_template_layout_has_no_layout_finding(fmt: str) -> None:
+    sep = "\n" if fmt == "glm45" else ""
+    text = f"<tool_call>get_current_weather{sep}<arg_key>city</arg_key>{sep}<arg_value>Dallas</arg_value>{sep}</tool_call>"
+    assert [f for f in findings(text, fmt, WEATHER) if f[0] == "malformed_tag"] == []
+
+
+def test_kimi_id_messages_do_not_restate_the_broken_rule() -> None:
+    text = ('<|tool_calls_section_begin|><|tool_call_begin|>0<|tool_call_argument_begin|>'
+            '{"city": "Tokyo", "state": "x"}<|tool_call_end|><|tool_calls_section_end|>')
+    got = findings(text, "kimi_k2", WEATHER)
+    tags = [m for c, _s, m in got if c == "malformed_tag"]
+    assert len(tags) == 2 and "the id starts with" not in tags[0] and "the id ends with" not in tags[1]
+    assert "the template writes `functions.NAME:IDX`" in tags[0]
+    (unknown,) = [m for c, _s, m in got if c == "unknown_function"]
+    # verl's kimi parser maps the name onto a declared tool: no 'Unknown function' answer is promised
+    assert "Unknown function" not in unknown and "maps it to a declared tool" in unknown
+
+
+def test_garbled_name_without_schema_names_no_declared_tool() -> None:
+    text = "<tool_call>\n<function={{ tc.name }}>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>"
+    (got,) = findings(text, "qwen3_coder", None)
+    assert got[0] == "garbled_function_name" and "declared tool" not in got[2]
+    assert "reads as the tool name `tc.name`" in got[2] and "No tool schema is known" in got[2]
+    (bare,) = findings(text.replace("{{ tc.name }}", "{{ }}"), "qwen3_coder", None)
+    assert "no clean tool name can be read" in bare[2] and "clean part is taken" not in bare[2]
+
+
+def test_a_dropped_block_next_to_a_real_call_does_not_end_the_trajectory() -> None:
+    tools = [{"name": "f", "description": "", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}},
+                                                              "required": ["a"]}}]
+    text = ("I'll show the syntax: <tool_call>example</tool_call>. Now the real one:\n"
+            "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>")
+    ta = analyze_turn(text, tool_format="qwen3_coder", tools=tools, context=TurnContext(schema_known=True),
+                      spans=False)
+    assert [c.status for c in ta.calls] == ["malformed", "ok"]
+    (empty,) = [f for f in ta.findings if f.category == "empty_call"]
+    assert "with no other call in the turn, the trajectory ends" in empty.message
+    assert "drop it and the trajectory ends" not in empty.message
