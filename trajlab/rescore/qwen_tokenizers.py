@@ -141,7 +141,7 @@ def set_qwen_pipeline(tk: Any, pattern: str) -> None:
         pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
-    tk.decoder = decoders.ByteLevel(add_prefix_space=False, use_regex=False)
+    tk.decoder = decoders.ByteLevel()  # its options are fixed (the binding takes none)
     tk.post_processor = processors.ByteLevel(trim_offsets=False)
 
 
@@ -190,11 +190,11 @@ def convert_tiktoken(
     non_special = frozenset(non_special)
     next_id = len(ranks)
     for content in tuple(added_tokens):
-        tok = AddedToken(content, special=content not in non_special, normalized=False)
+        added = AddedToken(content, special=content not in non_special, normalized=False)
         if content in non_special:
-            tk.add_tokens([tok])
+            tk.add_tokens([added])
         else:
-            tk.add_special_tokens([tok])
+            tk.add_special_tokens([added])
         got = tk.token_to_id(content)
         if got != next_id:  # pragma: no cover - guards against a tokenizers behaviour change
             raise CheckpointError(f"{content!r} got id {got}, expected {next_id}")

@@ -110,7 +110,8 @@ def check_tokenizer_matches(model: PreTrainedModel, tokenizer: PreTrainedTokeniz
     name special or added tokens of the tokenizer.
     """
     emb = model.get_input_embeddings()
-    rows = int(getattr(emb, "num_embeddings", 0) or emb.weight.shape[0])
+    weight: Any = emb.weight  # a Parameter (torch types a Module attribute as Tensor | Module)
+    rows = int(getattr(emb, "num_embeddings", 0) or weight.shape[0])
     n = len(tokenizer)
     name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
     if n > rows:

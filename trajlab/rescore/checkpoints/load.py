@@ -105,8 +105,9 @@ def load_config(config_dir: str | Path, *, trust_remote_code: bool = False) -> P
 def _causal_lm_class(config: PretrainedConfig) -> type | None:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
+    mapping: Any = MODEL_FOR_CAUSAL_LM_MAPPING  # a lazy mapping of config classes to model classes
     try:
-        return MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+        return mapping[type(config)]
     except KeyError:
         return None
 
@@ -281,29 +282,30 @@ def load_model(
         kwargs["device_map"] = device_map
     from transformers import AutoModelForCausalLM
 
+    loaded: Any  # (model, loading info): from_pretrained(..., output_loading_info=True)
     try:
         with _quiet_transformers():
             if ref.hf_dir is not None or cache_merged:
                 model_dir = ref.hf_dir or merged_weights_dir(ref, allow_unsafe_pickle=allow_unsafe_pickle,
                                                              trust_remote_code=trust_remote_code)
-                model = AutoModelForCausalLM.from_pretrained(str(model_dir), **kwargs)
+                loaded = AutoModelForCausalLM.from_pretrained(str(model_dir), **kwargs)
             else:
                 sd = merge_fsdp_shards(ref.path, allow_unsafe_pickle=allow_unsafe_pickle)
                 _refuse_lora(sd, ref)
                 _drop_tied_duplicates(sd, config)
-                cls = _causal_lm_class(config)
+                cls: Any = _causal_lm_class(config)
                 if cls is not None:
                     text_cls = getattr(config, "sub_configs", {}).get("text_config")
                     if text_cls is not None and getattr(cls, "config_class", None) is text_cls:
                         config = config.get_text_config()  # a VLM checkpoint loaded as its text model
-                    model = cls.from_pretrained(None, config=config, state_dict=sd,
-                                                **{k: v for k, v in kwargs.items() if k != "trust_remote_code"})
+                    loaded = cls.from_pretrained(None, config=config, state_dict=sd,
+                                                 **{k: v for k, v in kwargs.items() if k != "trust_remote_code"})
                 else:  # remote-code model: go through a temporary HF directory
                     with tempfile.TemporaryDirectory(prefix="trajlab-merged-") as tmp:
                         _write_merged_dir(ref, sd, config_dir, Path(tmp) / "m")
-                        model = AutoModelForCausalLM.from_pretrained(str(Path(tmp) / "m"), **kwargs)
+                        loaded = AutoModelForCausalLM.from_pretrained(str(Path(tmp) / "m"), **kwargs)
                 del sd
-        model, info = model
+        model, info = loaded
     except CheckpointError:
         raise
     except Exception as exc:  # noqa: BLE001 - any load failure becomes one line, not a traceback
