@@ -49,8 +49,8 @@ def build_inputs(workdir: Path, n_tokens: int, seed: int = 0) -> dict:
 
     from trajlab.ingest.turns import split_turns
     from trajlab.rescore.control_tokens import load_control_rules, resolve_control_set
+    from trajlab.rescore.qwen_tokenizers import qwen3_tokenizer_dir
     from trajlab.rescore.stream import TrajectoryText, build_streams
-    from trajlab.rescore.tokenizers import qwen3_tokenizer_dir
 
     hf_logging.disable_progress_bar()
     tok = AutoTokenizer.from_pretrained(str(qwen3_tokenizer_dir()))

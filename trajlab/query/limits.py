@@ -77,6 +77,13 @@ class Deadline:
                                 hint=f"narrow the query (WHERE, LIMIT) or raise {param('timeout_s')}")
         return TrajlabError(duckdb_message(e))
 
+    def failure(self, e: Exception) -> Exception:
+        """What a failed query raises: :meth:`error` for a DuckDB or Arrow error, and for any error once the
+        deadline fired (the interrupt surfaces as whatever was running); trajlab's own error otherwise as it is."""
+        if isinstance(e, TrajlabError) and not self.fired:
+            return e
+        return self.error(e)
+
 
 def duckdb_message(e: Exception) -> str:
     """DuckDB's own message (with its LINE / caret lines), blank lines dropped."""

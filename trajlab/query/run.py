@@ -91,10 +91,8 @@ def sql(out: Path | str, query: str, *, limits: SqlLimits | None = None) -> pa.T
                 if rel is None:
                     return pa.table({})
                 return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()
-            except (duckdb.Error, pa.ArrowException) as e:
-                raise dl.error(e) from None
-            except TrajlabError as e:
-                raise (dl.error(e) if dl.fired else e) from None
+            except (duckdb.Error, pa.ArrowException, TrajlabError) as e:
+                raise dl.failure(e) from None
     finally:
         con.close()
 
@@ -150,7 +148,7 @@ def preview(out: Path | str, query: str, limit: int = 50, *,
             reader = open_reader(con, query)
         except TrajlabError as e:
             dl.__exit__()
-            raise (dl.error(e) if dl.fired else e) from None
+            raise dl.failure(e) from None
         kept: list[pa.RecordBatch] = []
         n_kept = 0
         more = False

@@ -40,8 +40,7 @@ class TokenizerCache:
     def __call__(self, ref_or_path: Any) -> Any:
         import hashlib
 
-        from trajlab.rescore.checkpoints import load_tokenizer
-        from trajlab.rescore.tokenizers import tokenizer_dir_for
+        from trajlab.rescore.tokenizers import load_tokenizer, tokenizer_dir_for
 
         d = tokenizer_dir_for(ref_or_path)
         h = hashlib.sha256()

@@ -42,11 +42,7 @@ def run_checkpoint(
     from trajlab.atomic import atomic_write_json
     from trajlab.rescore import distributed as dist_mod
     from trajlab.rescore import outputs
-    from trajlab.rescore.checkpoints import (
-        check_tokenizer_matches,
-        load_model,
-        resolve_device,
-    )
+    from trajlab.rescore.checkpoints.load import load_model, resolve_device
     from trajlab.rescore.control_tokens import resolve_control_set
     from trajlab.rescore.scoring import ChunkedScorer, ScoreRequest
     from trajlab.rescore.spikes import (
@@ -58,7 +54,7 @@ def run_checkpoint(
         trajectory_row,
     )
     from trajlab.rescore.stream import ChatSpecials, build_streams
-    from trajlab.rescore.tokenizers import FIT_MARGIN, tokenizer_fit_gap
+    from trajlab.rescore.tokenizers import FIT_MARGIN, check_tokenizer_matches, tokenizer_fit_gap
 
     device, dtype, tokenizer, tokens = opts.device, opts.dtype, opts.tokenizer, opts.tokens
     device_map, resume, progress = opts.device_map, opts.resume, opts.progress

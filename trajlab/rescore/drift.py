@@ -31,6 +31,11 @@ default the first in step order), from the per-position tables of :mod:`trajlab.
   control-token probability, for the report's overlay with the reference.
 
 Writes ``OUT/rescore/{calibration,paired,discovered,distribution}.parquet``.
+
+The module is longer than ~400 lines because it is one comparison: the four measures are computed in one pass
+over the checkpoints from the same loaded and paired positions (``_Pos``, :func:`_pair_index`) and the
+reference's thresholds, and the headline of each checkpoint (:class:`CheckpointDrift`) takes a figure from each;
+split apart, every module would share that private state.
 """
 
 from __future__ import annotations

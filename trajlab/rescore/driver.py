@@ -69,7 +69,7 @@ def rescore(out: str | Path, ckpts: Sequence[str | Path], options: RescoreOption
     rules = load_control_rules(opts.rules_dirs)
     th = thresholds_from_rules(rules, intrusion=opts.tau_intrusion, dropout=opts.tau_dropout)
 
-    from trajlab.rescore.checkpoints import resolve_checkpoints
+    from trajlab.rescore.checkpoints.resolve import resolve_checkpoints
 
     refs = resolve_checkpoints(list(ckpts), _as_set(opts.ckpt_steps))
     from trajlab.rescore.drift import pick_reference

@@ -28,6 +28,11 @@ its ``note`` says so).
 Only assistant-generated tokens are scored: the tokens of assistant turns and their ``<|im_end|>``. Each scored
 token carries its char offsets into ``output`` (the synthetic ``<|im_end|>`` has an empty range at the end of
 its turn) and its region, taken from the classifier's spans of the turn.
+
+The module is longer than ~400 lines because it is one rebuild: the ChatML layout and the other families'
+layouts (the section at the end) produce the same pieces (``_Piece``) for the same tokenizing and region
+marking in :func:`build_streams`, which picks the layout per trajectory; a family's layout is a few lines of
+data plus its turn walk, and changes together with the pieces it emits.
 """
 
 from __future__ import annotations
