@@ -168,7 +168,7 @@ def intended_value(raw: str, name: str, properties: dict[str, Any]) -> Any:
                 return exact
         elif kind == "string" and v is None:
             return raw  # `null` as a string parameter's text: the string (verl passes None: `null_string`)
-        elif kind in ("array", "object") and isinstance(v, str):
+        elif kind in ("array", "object") and isinstance(v, str) and isinstance(prop, dict):
             ok, meant = _fits(raw, prop)  # JSON that literal_eval cannot read (`true`, `null`): `literal_eval`
             if ok:
                 return meant
