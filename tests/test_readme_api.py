@@ -29,3 +29,13 @@ def test_readme_library_example_runs(tmp_path, capsys):
     assert "garbled_function_name" in out and "search_web" in out
     for p in ("out/trajectories.parquet", "out/rescore/compare.parquet", "out/pool/train.parquet", "out/report.html"):
         assert (tmp_path / p).is_file(), p
+
+
+def test_readme_table_reference_is_what_trajlab_schema_prints():
+    """Every row of ``trajlab schema --markdown`` stands in the README's table reference (no drift)."""
+    from trajlab.table_registry import all_specs, tables_markdown
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    rows = [ln for ln in tables_markdown(list(all_specs().values())).splitlines() if ln.startswith("| `")]
+    assert len(rows) > 100
+    assert [ln for ln in rows if ln not in readme] == []

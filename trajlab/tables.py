@@ -126,7 +126,8 @@ CALLS = TableSpec(
         C("function_name", STR, "function name as written (may be garbled)"),
         C("matched_tool", STR, "declared tool the call resolves to (exactly, or via a confident repair)"),
         C("arguments", STR, "JSON of the intended arguments: tag text inside a value kept as text, values converted by "
-          "schema type like verl's parser (numbers exactly; anyOf/oneOf/nullable by the first fitting branch)"),
+          "schema type like verl's parser (numbers exactly; anyOf/oneOf/nullable by the first fitting branch; JSON arrays "
+          "with true/false/null and a string's text null as written)"),
         C("status", STR, "ok | malformed", False),
         C("categories", pa.list_(STR), "taxonomy categories of error/warning findings on this call", False),
         C("repaired", STR, "corrected call text in the same format, when exactly one repair is plausible"),
