@@ -166,3 +166,26 @@ def test_scan_writes_verl_reading(tmp_path: Path) -> None:
     assert b["categories"] == ["literal_tag_text"]
     meta = pq.read_schema(out / "calls.parquet").metadata
     assert meta[b"trajlab.schema_version"] >= b"1.1"  # verl_* columns since 1.1
+
+
+@pytest.mark.parametrize("fmt", ["glm45", "glm47"])
+@pytest.mark.parametrize("param,written,intended,variant", [
+    ("code", "    indented code    ", "    indented code    ", "glm_string_stripped"),  # verl strips: code loses
+    ("code", "def f():\n    return 1\n", "def f():\n    return 1\n", "glm_string_stripped"),  # its last newline
+    ("code", "123", "123", "glm_string_decoded"),  # verl's json.loads makes it an int
+    ("code", "plain text", "plain text", None),
+    ("n", " 5 ", 5, None),  # a declared integer: json.loads of the stripped text, as verl
+])
+def test_glm_string_values_are_the_text_as_written(fmt: str, param: str, written: str, intended: Any,
+                                                   variant: str | None) -> None:
+    """GLM's template writes a string value raw, so the intended value is the text between the tags (vLLM's and
+    SGLang's glm parsers keep it); where verl's glm parser strips or decodes it, an info divergence says so."""
+    tools = [{"name": "w", "description": "", "parameters": {"type": "object", "properties": {
+        "code": {"type": "string"}, "n": {"type": "integer"}}}}]
+    sep = "\n" if fmt == "glm45" else ""
+    text = f"<tool_call>w{sep}<arg_key>{param}</arg_key>{sep}<arg_value>{written}</arg_value>{sep}</tool_call>"
+    ta = check_text(text, tools=tools, tool_format=fmt)
+    (call,) = ta.calls
+    assert call.status == "ok" and call.arguments == {param: intended}
+    assert [f.rule_id.rsplit("/", 1)[-1] for f in ta.findings] == ([variant] if variant else [])
+    assert all(f.severity == "info" for f in ta.findings)

@@ -79,9 +79,12 @@ def call_arguments(d: CallDraft, props: dict[str, Any]) -> Any:
             return {k: (intended_value(v, k, props) if isinstance(v, str) else v) for k, v in a.items()}
         return a if a is not MISSING else None
     out: dict[str, Any] = {}
+    fobj = FORMATS.get(d.fmt)
     for p in d.params:
         if p.raw is not None:
             out[p.name] = intended_value(p.raw, p.name, props)
+        elif p.written is not None and fobj is not None and p.name in props:
+            out[p.name] = fobj.intended(p.written, p.value, props[p.name])  # (glm: a string as written)
         else:
             out[p.name] = p.value
     return out

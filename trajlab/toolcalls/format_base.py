@@ -54,6 +54,12 @@ class ToolFormat:
         (a :class:`~trajlab.toolcalls.type_checks.TypeCheck`), or ``None`` for the shared JSON check."""
         return None
 
+    def intended(self, written: str, value: Any, prop: Any) -> Any:
+        """What a value written as ``written`` (converted by verl to ``value``) means under the property ``prop``
+        (the intended reading in ``calls.arguments``); where it differs from ``value``, :meth:`check_value`
+        reports the divergence. Default: verl's conversion."""
+        return value
+
 
 def tool_call_blocks(fmt: str, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                      spans: bool = True, fast: bool = True) -> list[CallDraft]:

@@ -8,8 +8,9 @@ The tags are ordinary text in the GLM tokenizer, so a verl dump keeps every call
 needs both ``<tool_call>`` and ``</tool_call>``, takes the name as the text before the first ``<arg_key>``
 (stripped), pairs keys and values with ``<arg_key>(.*?)</arg_key>\\s*<arg_value>(.*?)</arg_value>`` and converts a
 value with ``json.loads`` of the stripped text, else keeps the string -- without the schema.
-:meth:`GlmFormat.convert` is that conversion; a string parameter whose value verl decodes to another type is
-reported ``verl_conversion_divergence`` (the template renders it that way, the call is well-formed).
+:func:`glm_convert` is that conversion. A declared string means the text as written (:meth:`GlmFormat.intended`);
+where verl decodes it to another type, strips its quotes or strips white space at its ends, the call is still
+well-formed and ``verl_conversion_divergence`` (info) says what verl passes (:meth:`GlmFormat.check_value`).
 """
 
 from __future__ import annotations
@@ -398,19 +399,34 @@ class GlmFormat(ToolFormat):
         return f"<tool_call>{name}{s}{body}</tool_call>"
 
     def check_value(self, written: str, value: Any, prop: Any) -> Any:
-        """A string parameter whose text verl's ``json.loads`` turns into another type: a divergence (the template
-        writes strings raw, so ``123`` for a string is well-formed); everything else: the shared JSON check."""
-        if not isinstance(prop, dict):
+        """A string parameter whose text verl's ``json.loads`` turns into another type, or whose white space at
+        either end verl strips: a divergence (the template writes strings raw, so ``123`` or an indented code
+        block for a string is well-formed); everything else: the shared JSON check."""
+        if not _string_only(prop):
             return None
-        t = prop.get("type")
-        types = [t] if isinstance(t, str) else (t if isinstance(t, list) else [])
-        if "string" in types and isinstance(value, str) and written.strip().startswith('"'):
+        if isinstance(value, str) and written.strip().startswith('"'):
             return TypeCheck(True, "glm_string_quoted", "string", value, divergence=True)
-        if "string" in types and not isinstance(value, str):
+        if not isinstance(value, str):
             if prop.get("enum") and written.strip() not in prop["enum"]:
                 return None
             return TypeCheck(True, "glm_string_decoded", "string", value, divergence=True)
+        if written != value:
+            return TypeCheck(True, "glm_string_stripped", "string", value, divergence=True)
         return None
+
+    def intended(self, written: str, value: Any, prop: Any) -> Any:
+        """A declared string is the text as written (the template renders strings raw: vLLM's and SGLang's glm
+        parsers keep it so); any other type is verl's ``json.loads`` of the stripped text."""
+        return written if _string_only(prop) and not (prop.get("enum") and written not in prop["enum"]) else value
+
+
+def _string_only(prop: Any) -> bool:
+    """Whether ``prop`` declares a string (alone or in a type list) -- the values GLM's template writes raw."""
+    if not isinstance(prop, dict):
+        return False
+    t = prop.get("type")
+    types = [t] if isinstance(t, str) else (t if isinstance(t, list) else [])
+    return "string" in types
 
 
 FORMATS_PROVIDED: tuple[ToolFormat, ...] = (
