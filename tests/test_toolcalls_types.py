@@ -189,3 +189,18 @@ def test_glm_string_values_are_the_text_as_written(fmt: str, param: str, written
     assert call.status == "ok" and call.arguments == {param: intended}
     assert [f.rule_id.rsplit("/", 1)[-1] for f in ta.findings] == ([variant] if variant else [])
     assert all(f.severity == "info" for f in ta.findings)
+
+
+def test_model_text_never_makes_python_print_a_warning() -> None:
+    """verl's conversion runs ast.literal_eval on model text; an invalid escape in it (``'a\\ b'``) must not make
+    the compiler warn on stderr (SyntaxWarning on Python 3.12+, DeprecationWarning before)."""
+    import warnings
+
+    value = "['C:\\ drive', '\\d+']"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call, _ = one(xml(nested=value))
+        ta = check_text('<tool_call>\n{"name": "f", "arguments": {\'n\': \'\\ x\'}}\n</tool_call>', tools=TOOLS,
+                        tool_format="hermes")
+    assert call.arguments == {"nested": ["C:\\ drive", "\\d+"]} and ta.calls
+    assert [str(w.message) for w in caught] == []

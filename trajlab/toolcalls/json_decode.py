@@ -8,7 +8,6 @@ one reading exists. The result is a :class:`Decoded`.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 
 from trajlab.toolcalls.draft import MISSING, snip
 from trajlab.toolcalls.ruleset import RuleSet
+from trajlab.toolcalls.verl_conversion import literal_eval_quiet
 
 
 @dataclass(slots=True)
@@ -139,7 +139,7 @@ def decode_body(body: str, rs: RuleSet, *, at_end: bool = False) -> Decoded:
             obj = MISSING
     if obj is MISSING and sm:
         try:
-            v = ast.literal_eval(w)
+            v = literal_eval_quiet(w)
             if isinstance(v, (dict, list)):
                 obj = v
         except Exception:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import warnings
 from typing import Any
 
 _STRING_TYPES = ("string", "str", "text", "varchar", "char", "enum")
@@ -153,9 +154,17 @@ def _literal_uncached(raw: str) -> Any:
         if v is not None and _plain_json(v):
             return v
     try:
-        return ast.literal_eval(raw)
+        return literal_eval_quiet(raw)
     except Exception:  # literal_eval raises many types (ValueError, SyntaxError, MemoryError, RecursionError)
         return raw
+
+
+def literal_eval_quiet(text: str) -> Any:
+    """``ast.literal_eval(text)`` without the compiler's warnings: model text such as ``'a\\ b'`` would make
+    Python print ``SyntaxWarning: invalid escape sequence`` (3.12+; a DeprecationWarning before) on stderr."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.literal_eval(text)
 
 
 def verl_convert(raw: str, name: str, properties: dict[str, Any]) -> Any:
