@@ -56,6 +56,11 @@ def one(text: str, fmt: str = "qwen3_coder") -> tuple[Any, list[tuple[str, str, 
     # anyOf [integer, null]: verl 0.9.1 reads only `type`, so the value stays a string there (divergence, info)
     ("n", "5", 5, "5", [("verl_conversion_divergence", "info", "untyped_branch")]),
     ("n", "null", None, None, []),
+    # `None` is how the Qwen3-Coder template renders a null argument (`| string`): null where a branch allows it
+    ("n", "None", None, "None", [("verl_conversion_divergence", "info", "untyped_branch")]),
+    ("tl", "None", None, None, []),  # verl's literal_eval of a type list reads it as None too
+    ("s", "None", None, "None", [("verl_conversion_divergence", "info", "untyped_branch")]),
+    ("count", "None", "None", "None", [("type_mismatch", "warning", "integer")]),  # not nullable: a mismatch
     ("n", "abc", "abc", "abc", [("type_mismatch", "warning", "any_of")]),
     # oneOf: the first branch that fits wins (string before integer)
     ("either", "5", "5", "5", []),

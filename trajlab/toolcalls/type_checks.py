@@ -80,6 +80,12 @@ def _is_null_branch(b: dict[str, Any]) -> bool:
     return isinstance(b.get("type"), str) and b["type"].strip().lower() == "null"
 
 
+def null_text(raw: str) -> bool:
+    """Whether a raw XML value writes null for a property that allows it: ``null`` (any case), or ``None``, which
+    is how the Qwen3-Coder template renders a null argument (scalars go through Jinja's ``| string``)."""
+    return len(raw) <= 4 and (raw.lower() == "null" or raw == "None")
+
+
 _INT_TEXT = re.compile(r"\s*[-+]?\d+\s*")
 
 
@@ -116,7 +122,7 @@ def _fits(raw: str, b: dict[str, Any]) -> tuple[bool, Any]:
         return True, raw  # no type: any value, as text
     tl = t.strip().lower()
     if tl == "null":
-        return raw.lower() == "null", None
+        return null_text(raw), None
     kind = type_kind(t)
     v: Any = raw
     if kind == "string":
@@ -173,7 +179,7 @@ def intended_value(raw: str, name: str, properties: dict[str, Any]) -> Any:
             if ok:
                 return meant
         return v
-    if len(raw) <= 4 and raw.lower() == "null" and any(_is_null_branch(b) for b in br):
+    if null_text(raw) and any(_is_null_branch(b) for b in br):
         return None
     for b in br:
         ok, v = _fits(raw, b)
@@ -281,8 +287,7 @@ def _check_resolved(raw: str, prop: dict[str, Any], br: list[dict[str, Any]] | N
             return TypeCheck(True, "untyped_branch", _branch_name(prop), verl, divergence=True)
         return tc
     intended = intended_value(raw, "_", {"_": prop})
-    fits = (len(raw) <= 4 and raw.lower() == "null" and any(_is_null_branch(b) for b in br)) or any(
-        _fits(raw, b)[0] for b in br)
+    fits = (null_text(raw) and any(_is_null_branch(b) for b in br)) or any(_fits(raw, b)[0] for b in br)
     expected = " or ".join(dict.fromkeys(_branch_name(b) for b in br))
     if not fits:
         return TypeCheck(False, "any_of", expected, verl)
