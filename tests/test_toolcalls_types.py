@@ -180,13 +180,15 @@ def test_scan_writes_verl_reading(tmp_path: Path) -> None:
     ("code", "123", "123", "glm_string_decoded"),  # verl's json.loads makes it an int
     ("code", "plain text", "plain text", None),
     ("n", " 5 ", 5, None),  # a declared integer: json.loads of the stripped text, as verl
+    ("opt", "null", None, None),  # a nullable string's null is null (the template's tojson of None)
+    ("opt", "text ", "text ", "glm_string_stripped"),
 ])
 def test_glm_string_values_are_the_text_as_written(fmt: str, param: str, written: str, intended: Any,
                                                    variant: str | None) -> None:
     """GLM's template writes a string value raw, so the intended value is the text between the tags (vLLM's and
     SGLang's glm parsers keep it); where verl's glm parser strips or decodes it, an info divergence says so."""
     tools = [{"name": "w", "description": "", "parameters": {"type": "object", "properties": {
-        "code": {"type": "string"}, "n": {"type": "integer"}}}}]
+        "code": {"type": "string"}, "n": {"type": "integer"}, "opt": {"type": ["string", "null"]}}}}]
     sep = "\n" if fmt == "glm45" else ""
     text = f"<tool_call>w{sep}<arg_key>{param}</arg_key>{sep}<arg_value>{written}</arg_value>{sep}</tool_call>"
     ta = check_text(text, tools=tools, tool_format=fmt)

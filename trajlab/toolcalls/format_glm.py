@@ -402,13 +402,13 @@ class GlmFormat(ToolFormat):
         """A string parameter whose text verl's ``json.loads`` turns into another type, or whose white space at
         either end verl strips: a divergence (the template writes strings raw, so ``123`` or an indented code
         block for a string is well-formed); everything else: the shared JSON check."""
-        if not _string_only(prop):
+        if not _declares_string(prop):
             return None
         if isinstance(value, str) and written.strip().startswith('"'):
             return TypeCheck(True, "glm_string_quoted", "string", value, divergence=True)
         if not isinstance(value, str):
-            if prop.get("enum") and written.strip() not in prop["enum"]:
-                return None
+            if prop.get("enum") and written.strip() not in prop["enum"] or value is None and _allows_null(prop):
+                return None  # (a nullable string's `null` is null: the template's tojson of None)
             return TypeCheck(True, "glm_string_decoded", "string", value, divergence=True)
         if written != value:
             return TypeCheck(True, "glm_string_stripped", "string", value, divergence=True)
@@ -417,16 +417,23 @@ class GlmFormat(ToolFormat):
     def intended(self, written: str, value: Any, prop: Any) -> Any:
         """A declared string is the text as written (the template renders strings raw: vLLM's and SGLang's glm
         parsers keep it so); any other type is verl's ``json.loads`` of the stripped text."""
-        return written if _string_only(prop) and not (prop.get("enum") and written not in prop["enum"]) else value
+        if not _declares_string(prop) or prop.get("enum") and written not in prop["enum"]:
+            return value
+        return None if value is None and _allows_null(prop) else written
 
 
-def _string_only(prop: Any) -> bool:
+def _types(prop: Any) -> list[Any]:
+    t = prop.get("type") if isinstance(prop, dict) else None
+    return [t] if isinstance(t, str) else (t if isinstance(t, list) else [])
+
+
+def _declares_string(prop: Any) -> bool:
     """Whether ``prop`` declares a string (alone or in a type list) -- the values GLM's template writes raw."""
-    if not isinstance(prop, dict):
-        return False
-    t = prop.get("type")
-    types = [t] if isinstance(t, str) else (t if isinstance(t, list) else [])
-    return "string" in types
+    return "string" in _types(prop)
+
+
+def _allows_null(prop: Any) -> bool:
+    return "null" in _types(prop) or isinstance(prop, dict) and prop.get("nullable") is True
 
 
 FORMATS_PROVIDED: tuple[ToolFormat, ...] = (
