@@ -77,3 +77,32 @@ def test_a_dropped_block_next_to_a_real_call_does_not_end_the_trajectory() -> No
     (empty,) = [f for f in ta.findings if f.category == "empty_call"]
     assert "with no other call in the turn, the trajectory ends" in empty.message
     assert "drop it and the trajectory ends" not in empty.message
+
+
+def test_kimi_calls_begun_inside_reasoning_without_a_section_are_reported() -> None:
+    """Kimi-K2-Thinking writes calls inside its reasoning; begun with the special token but without the section
+    opener, verl drops them. Each is a call with missing_call_open, and no message says verl executes it."""
+    tools = [{"name": "special_function", "description": "", "parameters": {"type": "object", "properties": {
+        "arg1": {"type": "integer"}}}}, {"name": "python", "description": "", "parameters": {
+            "type": "object", "properties": {"code": {"type": "string"}}}}]
+    text = ("<think>I need to call.<|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>"
+            '{"arg1": 1}<|tool_call_begin|>functions.python:1<|tool_call_argument_begin|>{"code": "x"}')
+    ta = analyze_turn(text, tool_format="kimi_k2", tools=tools, context=TurnContext(schema_known=True), spans=False)
+    assert [c.function_name for c in ta.calls] == ["special_function", "python"]
+    assert all(c.status == "malformed" and "call_inside_think" in c.categories for c in ta.calls)
+    assert "missing_call_open" in ta.calls[0].categories
+    think = [f.message for f in ta.findings if f.category == "call_inside_think"]
+    assert len(think) == 2 and "does not execute it" in think[0]
+    # no section was opened, so none is said to lack its end marker
+    assert not [f for f in ta.findings if f.rule_id.endswith("missing_call_close/section_end")]
+
+
+def test_a_tool_call_token_followed_by_prose_is_no_cut_off_json() -> None:
+    """`<tool_call>` followed by prose (SGLang's 'opener inside content' case): the block holds no JSON; it is not
+    reported as a JSON the text ends inside."""
+    for text in ("The literal tag <tool_call> is mentioned here.", "<tool_call>no-newline"):
+        got = findings(text, "hermes", None)
+        cats = {c for c, _s, _m in got}
+        assert "truncated_call" not in cats and {"empty_call", "missing_call_close"} <= cats, got
+    cut = findings('<tool_call>\n{"name": "f", "argu', "hermes", None)
+    assert "truncated_call" in {c for c, _s, _m in cut}

@@ -303,8 +303,12 @@ def _scan(text: str, fmt: str, segments: list[tuple[int, int, bool]], has_foreig
                 seg_drafts.append(d)
         if in_think:
             # reasoning may quote call fragments; only a real <tool_call> block inside <think> is executed by
-            # verl, so bare functions / JSON objects written while thinking are not calls
-            seg_drafts = [d for d in seg_drafts if not any(i.category == "missing_call_open" for i in d.issues)]
+            # verl, so bare functions / JSON objects written while thinking are not calls. A call begun with a
+            # family's special token (Kimi's `<|tool_call_begin|>` without its section) is no quotation: it stays,
+            # and says that verl drops it
+            seg_drafts = [d for d in seg_drafts
+                          if not any(i.category == "missing_call_open" and i.variant != "section_begin"
+                                     for i in d.issues)]
         for d in seg_drafts:
             d.in_think = in_think
         drafts += seg_drafts

@@ -195,13 +195,10 @@ class _Scanner:
                         break
             if not matched_foreign:
                 if "{" not in stripped:
-                    what = "the output ends inside the call" if at_end else "no JSON object"
-                    if at_end:
-                        d.add("truncated_call", "inside_json", lead, be, where="before the JSON object",
-                              blocker="the output ends inside the call, the rest cannot be recovered")
-                    else:
-                        d.add("empty_call", "no_function", lead, bs + len(body.rstrip()), text=snip(stripped, 40),
-                              blocker=f"the block holds {what}")
+                    # no JSON begun: text (prose after a `<tool_call>` token, a quoted tag), not a cut-off call,
+                    # even where the output ends inside the block
+                    d.add("empty_call", "no_function", lead, bs + len(body.rstrip()), text=snip(stripped, 40),
+                          blocker="the block holds no JSON object")
                     d.span("text", bs, be)
                 else:
                     fill_json_call(d, text, bs, be, self.rs, at_end=at_end, spans=self.spans)

@@ -37,7 +37,9 @@ def turn_facts(text: str, drafts: list[CallDraft], think: list[tuple[int, int, i
         for d in drafts:
             if d.in_think:
                 preempts = any(o.start > d.start for o in outside)
-                d.add("call_inside_think", "preempts" if preempts else "drafted", d.start, d.end)
+                unparsed = any(i.category == "missing_call_open" for i in d.issues)  # (verl never sees it)
+                d.add("call_inside_think", "unparsed" if unparsed else ("preempts" if preempts else "drafted"),
+                      d.start, d.end)
     if outside:
         last = outside[0] if len(outside) == 1 else max(outside, key=lambda d: d.end)
         tail_issue = _text_after(text, last.end, think, ctx)

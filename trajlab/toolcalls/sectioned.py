@@ -187,7 +187,8 @@ class SectionScanner:
         if ended is not None:
             last.end = ended.end
             self._lookalike(last, text, ended)
-        elif not any(iss.category in ("truncated_call",) for iss in last.issues):
+        elif opened and not any(iss.category in ("truncated_call",) for iss in last.issues):
+            # (a section never opened has missing_call_open on its first call instead)
             last.add("missing_call_close", "section_end", last.start, last.end, tag=m.section_end,
                      edits=[Edit(last.end, last.end, m.section_end, f"added `{m.section_end}`")])
         if len(mine) > 1:
