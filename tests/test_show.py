@@ -107,3 +107,46 @@ def test_cli(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", str(run), "no-such-id"]) == 2
     err = capsys.readouterr().err
     assert "no trajectory with id" in err and "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A turn with CR, BEL and backspace before a garbled call, and a 3.3 MB turn of call openers, scanned."""
+    from helpers.verl_lines import legacy_line, qwen35_prompt, write_jsonl, xml_call
+
+    from trajlab.scan import ScanOptions, scan
+
+    root = tmp_path_factory.mktemp("show_hostile")
+    controlled = "Done\r\x07\x08 now:\n" + xml_call("search_web英文", queries=["x"])
+    rows = [legacy_line(1, qwen35_prompt("q"), controlled, 0.0),
+            legacy_line(1, qwen35_prompt("q"), "<tool_call>" * 300_000, 0.0)]
+    write_jsonl(root / "run" / "rollout" / "1.jsonl", rows)
+    scan([root / "run"], root / "out", ScanOptions(jobs=1), progress=False)
+    return root / "out"
+
+
+def _ids(out: Path) -> list[str]:
+    return sql(out, "SELECT trajectory_id FROM trajectories ORDER BY source_line").column("trajectory_id").to_pylist()
+
+
+def test_controls_rich_would_drop_are_shown_and_spans_stay_in_place(hostile_run: Path) -> None:
+    con, buf = _console()
+    show(hostile_run, _ids(hostile_run)[0], console=con)
+    plain = _plain(buf.getvalue())
+    assert "Done\\x0d\\x07\\x08 now:" in plain  # visible, not dropped (rich strips \r, BEL, BS from a Text)
+    assert "\r" not in buf.getvalue() and "\x07" not in buf.getvalue()
+    # the garbled name is still the highlighted text, after the widened escapes
+    assert highlighted("search_web英文") in buf.getvalue()
+
+
+def test_a_huge_turn_is_clipped_unless_full(hostile_run: Path) -> None:
+    tid = _ids(hostile_run)[1]
+    con, buf = _console()
+    show(hostile_run, tid, console=con)
+    out = _plain(buf.getvalue())
+    assert re.search(r"… [\d,]+ characters hidden \(--full\) …", out)
+    assert re.search(r"… [\d,]+ more findings in this turn \(--full\)", out)
+    assert len(out) < 200_000  # not the 3.3 MB turn
+    con, buf = _console()
+    show(hostile_run, tid, ShowOptions(full=True), console=con)
+    assert "characters hidden" not in _plain(buf.getvalue()) and len(buf.getvalue()) > 3_000_000

@@ -211,3 +211,25 @@ def test_model_text_never_makes_python_print_a_warning() -> None:
                         tool_format="hermes")
     assert call.arguments == {"nested": ["C:\\ drive", "\\d+"]} and ta.calls
     assert [str(w.message) for w in caught] == []
+
+
+def test_parameters_that_are_a_top_level_ref() -> None:
+    """pydantic v2 writes a self-referencing model's schema as ``{"$defs": {...}, "$ref": "#/$defs/Model"}``: the
+    parameters are those of the model (a well-formed call is ok), and verl, which reads ``parameters.properties``
+    only, passes every value as its text (an info divergence where that changes a value)."""
+    params = {"$defs": {"P": {"type": "object", "required": ["query_list"], "properties": {
+        "query_list": {"type": "array", "items": {"type": "string"}}, "k": {"type": "integer"},
+        "child": {"$ref": "#/$defs/P"}}}}, "$ref": "#/$defs/P"}
+    tools = [{"name": "search", "description": "", "parameters": params}]
+    ta = check_text('<tool_call>\n{"name": "search", "arguments": {"query_list": ["a"], "k": 3}}\n</tool_call>',
+                    tools=tools, tool_format="hermes")
+    assert [(c.status, c.arguments) for c in ta.calls] == [("ok", {"query_list": ["a"], "k": 3})]
+    assert ta.findings == []
+    xml_call = ("<tool_call>\n<function=search>\n<parameter=query_list>\n[\"a\"]\n</parameter>\n<parameter=k>\n3\n"
+                "</parameter>\n</function>\n</tool_call>")
+    (call,) = check_text(xml_call, tools=tools, tool_format="qwen3_coder").calls
+    assert call.status == "ok" and call.arguments == {"query_list": ["a"], "k": 3}
+    assert call.verl_executes == "differently" and call.verl_arguments == {"query_list": '["a"]', "k": "3"}
+    # a parameter the model does not declare is still unknown; the required one is still required
+    (bad,) = check_text(xml_call.replace("query_list", "q"), tools=tools, tool_format="qwen3_coder").calls
+    assert set(bad.categories) == {"unknown_parameter", "missing_required_parameter"}

@@ -23,14 +23,37 @@ UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e
 
 
 def _visible(m: re.Match[str]) -> str:
-    c = ord(m.group(0))
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    return _visible_char(m.group(0))
 
 
 def literal(text: object) -> str:
     """``text`` as a string that is safe to show on a terminal (unsafe characters made visible)."""
     s = text if isinstance(text, str) else str(text)
     return UNSAFE.sub(_visible, s) if UNSAFE.search(s) else s
+
+
+def literal_with_offsets(text: str) -> tuple[str, list[int]]:
+    """:func:`literal` of ``text`` and where each of its characters starts in the result (``len(text) + 1``
+    positions: the last is the result's length), so spans over the data can be placed on the visible text.
+    rich drops some controls (``\r``, BEL, backspace, form feed) from a Text before any console sees them, so text
+    shown with styles over data offsets is made visible here first."""
+    if not UNSAFE.search(text):
+        return text, list(range(len(text) + 1))
+    out: list[str] = []
+    starts: list[int] = []
+    pos = 0
+    for ch in text:
+        starts.append(pos)
+        vis = _visible_char(ch) if UNSAFE.match(ch) else ch
+        out.append(vis)
+        pos += len(vis)
+    starts.append(pos)
+    return "".join(out), starts
+
+
+def _visible_char(ch: str) -> str:
+    c = ord(ch)
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
 def _json_escape(m: re.Match[str]) -> str:

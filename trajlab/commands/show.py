@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
         checkpoint: list[str] = typer.Option([], "--checkpoint", "-c", show_default=False,
                                              help="With --tokens: only this checkpoint label (repeatable)."),
         prompt: bool = typer.Option(False, "--prompt", help="Also show the prompt (the dumped input)."),
-        full: bool = typer.Option(False, "--full", help="Do not clip long tool responses or the prompt."),
+        full: bool = typer.Option(False, "--full", help="Do not clip long turns, tool responses, the prompt or the list of findings."),
     ) -> None:
         """Show one trajectory: its turns, the tool calls with the malformed spans highlighted in place, each finding with its explanation, and the repair next to the call.
 

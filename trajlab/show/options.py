@@ -29,7 +29,7 @@ class ShowOptions:
     checkpoints: tuple[str, ...] = ()
     #: also show the prompt (the dumped input)
     prompt: bool = False
-    #: do not clip long tool responses or the prompt
+    #: do not clip long turns (over 20,000 characters), tool responses, the prompt or a turn's list of findings
     full: bool = False
 
     def __post_init__(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trajlab.console import literal, literal_with_offsets
 from trajlab.show.load import Loaded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,6 +23,19 @@ STYLE_MARK = {"error": "bold red", "warning": "bold yellow", "info": "dim"}
 
 
 STYLE_TOOL = "dim"
+
+#: without ``--full``: an assistant turn longer than this shows its first and last half (characters)
+MAX_TURN_CHARS = 20_000
+#: without ``--full``: the findings listed and the malformed calls drawn per turn
+MAX_FINDINGS = 60
+MAX_CALL_BLOCKS = 20
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and how many more there are (``limit`` 0: all of it)."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return text[:limit] + f"… ({len(text) - limit:,} more characters; --full)"
 
 
 
@@ -64,26 +78,52 @@ def _highlight(text: str, offset: int, calls: list[dict[str, Any]], marks: list[
     """The turn text with calls tinted, finding spans highlighted and numbered markers after each span."""
     from rich.text import Text
 
-    body = Text(text)
+    shown, at = literal_with_offsets(text)  # (rich would drop \r, BEL, ... from a Text: make them visible first)
+    body = Text(shown)
     n = len(text)
+
+    def place(i: int) -> int:
+        return at[max(0, min(n, i))]
+
     for c in calls:
-        body.stylize(STYLE_CALL, max(0, c["char_start"] - offset), min(n, c["char_end"] - offset))
+        body.stylize(STYLE_CALL, place(c["char_start"] - offset), place(c["char_end"] - offset))
     inserts: list[tuple[int, Text]] = []
     for num, f in marks:
-        s, e = max(0, f["char_start"] - offset), min(n, f["char_end"] - offset)
+        s, e = place(f["char_start"] - offset), place(f["char_end"] - offset)
         sev = f.get("severity", "error")
         if e > s:
             body.stylize(STYLE_SPAN.get(sev, STYLE_SPAN["error"]), s, e)
         inserts.append((e, Text(f"⟨{num}⟩" if e > s else f"▲⟨{num}⟩", style=STYLE_MARK.get(sev, "bold red"))))
     if not inserts:
         return body
+    inserts.sort(key=lambda x: x[0])
+    pieces = body.divide([pos for pos, _ in inserts])  # one pass over the text, whatever the number of marks
     out = Text()
-    prev = 0
-    for pos, mark in sorted(inserts, key=lambda x: x[0]):
-        out.append_text(body[prev:pos])
-        out.append_text(mark)
-        prev = pos
-    out.append_text(body[prev:])
+    for k, piece in enumerate(pieces):
+        if k:
+            out.append_text(inserts[k - 1][1])
+        out.append_text(piece)
+    return out
+
+
+def _turn_text(text: str, offset: int, calls: list[dict[str, Any]], marks: list[tuple[int, dict[str, Any]]],
+               max_chars: int) -> Text:
+    """:func:`_highlight` of the turn, or -- when it is longer than ``max_chars`` (0: no limit) -- of its first and
+    last ``max_chars // 2`` characters around a line saying how many are hidden (a 5 MB turn is neither printed
+    nor laid out whole without ``--full``; the findings are all listed below it)."""
+    n = len(text)
+    if max_chars <= 0 or n <= max_chars:
+        return _highlight(text, offset, calls, marks)
+    half = max_chars // 2
+
+    def piece(lo: int, hi: int) -> Text:
+        a, b = offset + lo, offset + hi
+        inside = [c for c in calls if c["char_start"] < b and c["char_end"] > a]
+        return _highlight(text[lo:hi], a, inside, [(k, f) for k, f in marks if a <= f["char_end"] <= b])
+
+    out = piece(0, half)
+    out.append(f"\n… {n - 2 * half:,} characters hidden (--full) …\n", style="dim italic")
+    out.append_text(piece(n - half, n))
     return out
 
 
@@ -109,7 +149,7 @@ def render(data: Loaded, *, full: bool = False, prompt: bool = False, max_tool_l
     t = data.trajectory
     if prompt and t.get("input"):
         text, hidden = _clip(t["input"], 0 if full else 40)
-        parts.append(Panel(Text(text, style=STYLE_TOOL), title="prompt", title_align="left",
+        parts.append(Panel(Text(literal(text), style=STYLE_TOOL), title="prompt", title_align="left",
                            subtitle=f"{hidden} lines hidden (--full)" if hidden else None, border_style="dim"))
     numbered = list(enumerate(data.findings, 1))
     calls_by_turn: dict[int, list[dict[str, Any]]] = {}
@@ -120,7 +160,8 @@ def render(data: Loaded, *, full: bool = False, prompt: bool = False, max_tool_l
         start, end = turn["char_start"], turn["char_end"]
         if turn["role"] != "assistant":
             text, hidden = _clip(turn["text"], 0 if full else max_tool_lines)
-            parts.append(Panel(Text(text, style=STYLE_TOOL), title=f"turn {ti} · {turn['role']}", title_align="left",
+            parts.append(Panel(Text(literal(text), style=STYLE_TOOL), title=f"turn {ti} · {turn['role']}",
+                               title_align="left",
                                subtitle=f"{hidden} lines hidden (--full)" if hidden else None,
                                border_style="dim"))
             continue
@@ -128,35 +169,45 @@ def render(data: Loaded, *, full: bool = False, prompt: bool = False, max_tool_l
         marks = [(num, f) for num, f in numbered if f["turn_index"] == ti
                  and start <= f["char_start"] <= end]
         bad = any(c["status"] == "malformed" for c in calls) or any(f["severity"] == "error" for _, f in marks)
-        body: list[RenderableType] = [_highlight(turn["text"], start, calls, marks)]
+        body: list[RenderableType] = [_turn_text(turn["text"], start, calls, marks, 0 if full else MAX_TURN_CHARS)]
         if marks:
             ft = Table.grid(padding=(0, 1))
             ft.add_column(no_wrap=True)
             ft.add_column()
             output = t.get("output") or ""
-            for num, f in marks:
-                span = output[f["char_start"]:f["char_end"]]
+            listed = marks if full else marks[:MAX_FINDINGS]
+            for num, f in listed:
+                span = literal(_cut(output[f["char_start"]:f["char_end"]], 0 if full else 200))
                 span_txt = f" «{escape(span)}»" if span else " (at a position: something is missing)"
                 sev = f.get("severity", "error")
                 ft.add_row(f"[{STYLE_MARK.get(sev, 'bold red')}]⟨{num}⟩[/]",
                            f"[bold]{escape(f['category'])}[/] [dim]({sev}, {escape(f['rule_id'])})[/]{span_txt}\n"
-                           f"{escape(f['message'])}")
+                           f"{escape(literal(f['message']))}")
+            if len(listed) < len(marks):
+                ft.add_row("", f"[dim italic]… {len(marks) - len(listed):,} more findings in this turn (--full)[/]")
             body.append(Text(""))
             body.append(ft)
+        shown_calls = 0
         for c in calls:
             if c["status"] != "malformed" and not (token_view and token_view.get(c["call_id"])):
                 continue
+            shown_calls += 1
+            if not full and shown_calls > MAX_CALL_BLOCKS:
+                continue
             body.append(Text(""))
-            body.append(_call_block(c))
+            body.append(_call_block(c, full))
             for r in (token_view or {}).get(c["call_id"], []):
                 body.append(r)
+        if shown_calls > MAX_CALL_BLOCKS and not full:
+            body.append(Text(f"… {shown_calls - MAX_CALL_BLOCKS:,} more malformed calls in this turn (--full)",
+                             style="dim italic"))
         title = f"turn {ti} · assistant" + (f" · {len(calls)} call{'s' if len(calls) != 1 else ''}" if calls else "")
         parts.append(Panel(Group(*body), title=title, title_align="left",
                            border_style="red" if bad else "green" if calls else "blue"))
     return parts
 
 
-def _call_block(c: dict[str, Any]) -> RenderableType:
+def _call_block(c: dict[str, Any], full: bool = False) -> RenderableType:
     from rich.console import Group
     from rich.markup import escape
     from rich.table import Table
@@ -175,11 +226,12 @@ def _call_block(c: dict[str, Any]) -> RenderableType:
     grid.add_column("repair", ratio=1, overflow="fold")
     repair: Text
     if c.get("repaired"):
-        repair = Text(c["repaired"], style="green")
+        repair = Text(literal(c["repaired"]), style="green")
     else:
         repair = Text("no repair", style="dim italic")
     if c.get("repair_note"):
-        repair.append("\n" + c["repair_note"], style="dim")
-    grid.add_row(Text(c["raw"], style="red" if c["status"] == "malformed" else ""), repair)
+        repair.append("\n" + literal(c["repair_note"]), style="dim")
+    grid.add_row(Text(literal(_cut(c["raw"], 0 if full else MAX_TURN_CHARS // 4)),
+                      style="red" if c["status"] == "malformed" else ""), repair)
     return Group(Text.from_markup(head), grid)
 

@@ -137,7 +137,8 @@ def check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, s
         prop = props[name]
         last = occ[-1]
         if last.raw is not None:
-            tc = check_xml_value(last.raw, prop, verl_prop=tool.properties.get(name, prop))
+            # (a parameter declared only behind a top-level `$ref` is undeclared to verl: no type, the raw text)
+            tc = check_xml_value(last.raw, prop, verl_prop=tool.properties.get(name, {}))
             if tc.ok and not tc.divergence:
                 continue  # the common case: nothing to report
             shown = last.raw

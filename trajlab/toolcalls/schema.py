@@ -38,11 +38,19 @@ class ToolIndex:
             name = t.get("name")
             if not isinstance(name, str) or not name:
                 continue
-            params = t.get("parameters") if isinstance(t.get("parameters"), dict) else {}
-            props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+            declared = t.get("parameters")
+            params: dict[str, Any] = declared if isinstance(declared, dict) else {}
+            props: dict[str, Any] = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+            resolved = resolve_refs(props, params) if _has_ref(props) else None
+            if isinstance(params.get("$ref"), str):
+                # the whole object is a `$ref` (pydantic's schema of a self-referencing model): the intended
+                # reading resolves it; verl reads `parameters.properties` only, so as declared there are none
+                top = resolve_refs({"$ref": params["$ref"]}, params)
+                if isinstance(top, dict) and isinstance(top.get("properties"), dict):
+                    params = {**top, **{k: v for k, v in params.items() if k not in ("$ref", "$defs", "definitions")}}
+                    resolved = resolve_refs(params["properties"], declared)
             req = params.get("required") if isinstance(params.get("required"), list) else []
             addl = params.get("additionalProperties", False)
-            resolved = resolve_refs(props, params) if _has_ref(props) else None
             self.tools.setdefault(
                 name, ToolInfo(name, props, tuple(str(r) for r in req), bool(addl) and addl is not False,
                                resolved if isinstance(resolved, dict) else None)
