@@ -91,6 +91,28 @@ def test_skipping_is_never_silent(tmp_path, capfd):
     assert any("dangling.jsonl" in x and "link" in x for x in s["ingest_error_examples"])
 
 
+def test_compressed_dumps_are_listed_as_not_read(tmp_path, capfd):
+    import gzip
+
+    run = write_run(tmp_path / "run")
+    (run / "rollout" / "9.jsonl.gz").write_bytes(gzip.compress(good_line(9)))
+    rc, s, _ = scan_json([run, "-o", tmp_path / "out"], capfd)
+    assert rc == 0 and s["trajectories"] == 12
+    (said,) = [x for x in s["skipped"] if "compressed" in x]
+    assert "rollout/9.jsonl.gz" in said and "gunzip" in said
+
+
+@pytest.mark.parametrize("name, step", [("12.jsonl", 12), ("run-12.jsonl", 12), ("x-step-3.json", 3),
+                                        ("val-4.jsonl", 4), ("0.jsonl", 0), ("-1.jsonl", None),
+                                        ("\uff11\uff12.jsonl", None), ("\u0663.jsonl", None)])
+def test_step_from_the_file_name(name, step):
+    """ASCII digits only (Python's \\d also takes full-width and Arabic-Indic ones), and a name that starts with
+    a minus sign is not a step."""
+    from trajlab.ingest.fields import step_from_name
+
+    assert step_from_name(name.encode().decode("unicode_escape")) == step
+
+
 @pytest.mark.skipif(ROOT_USER, reason="root reads every file; permissions cannot be tested")
 def test_unreadable_directory_and_file_are_errors_and_warnings(tmp_path, capfd):
     run = write_run(tmp_path / "run")

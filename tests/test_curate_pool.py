@@ -560,3 +560,27 @@ def test_rescore_results_rank_positives_and_error_demos(xml_scan, tmp_path):
     assert boosted in {r["source_call_id"] for r in demos}
     man = json.loads((tmp_path / "after" / "manifest.json").read_text(encoding="utf-8"))
     assert man["rescore"] == "global_step_140" and s.selected["error_demo"] > 0
+
+
+def test_every_pool_file_reads_with_fastparquet(tmp_path):
+    """pandas' other Parquet engine reads every file of every style, nulls included (a nullable scalar after the
+    list-of-struct conversation column made fastparquet fail: the conversation now comes last)."""
+    fastparquet = pytest.importorskip("fastparquet")
+    root = Path(__file__).resolve().parents[1] / "sample_data"
+    from trajlab.scan import ScanOptions, scan
+
+    scan([root / "openai_messages", root / "qwen3_hermes_run"], tmp_path / "out", ScanOptions(jobs=1), progress=False)
+    nulls = 0
+    for style in ("messages", "prompt-response", "openai"):
+        pool = tmp_path / style
+        build_sft_pool(tmp_path / "out", pool, PoolOptions(style=style, val_fraction=0.2, ood_eval=True),
+                       progress=False)
+        files = sorted(pool.glob("*.parquet"))
+        assert len(files) >= 5
+        for f in files:
+            want = pq.read_table(f)
+            got = fastparquet.ParquetFile(str(f)).to_pandas()
+            assert list(got.columns) == want.schema.names and len(got) == want.num_rows, f
+            assert int(got["step"].isna().sum()) == want.column("step").null_count, f
+            nulls += want.column("step").null_count
+    assert nulls > 0  # the case that failed: openai_messages samples have no step

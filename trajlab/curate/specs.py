@@ -1,5 +1,8 @@
 """Table specs of the SFT pool: one per ``--style`` (``messages``, ``prompt-response``, ``openai``) and the
-format-OOD evaluation set. Rows are built by :mod:`trajlab.curate.writers` and :mod:`trajlab.curate.ood`."""
+format-OOD evaluation set. Rows are built by :mod:`trajlab.curate.writers` and :mod:`trajlab.curate.ood`.
+
+The conversation column (a list of structs) comes last in each spec: fastparquet (pandas' other Parquet engine)
+reads null counts by top-level column position and fails on a nullable scalar after such a column."""
 
 from __future__ import annotations
 
@@ -38,9 +41,9 @@ MESSAGES_SPEC = TableSpec(
     "SFT pool rows, style `messages` (verl MultiTurnSFTDataset: data.messages_key=messages).",
     (
         C("sample_id", STR, "stable id of the sample (hash of kind, trajectory, call, hint)", False),
-        C("messages", pa.list_(MESSAGE), "chat messages {role, content}: exact prompt and model text", False),
         C("enable_thinking", BOOL, "the trajectory shows thinking mode (think blocks / open <think> prompt)", False),
         *_PROVENANCE,
+        C("messages", pa.list_(MESSAGE), "chat messages {role, content}: exact prompt and model text", False),
     ),
     ("sample_id",),
 )
@@ -51,10 +54,10 @@ PROMPT_RESPONSE_SPEC = TableSpec(
     (
         C("sample_id", STR, "stable id of the sample the row comes from", False),
         C("turn", I32, "0-based index of the response among the sample's assistant messages", False),
-        C("prompt", pa.list_(MESSAGE), "every message before the response", False),
         C("response", STR, "the assistant message to train", False),
         C("enable_thinking", BOOL, "as in the messages style", False),
         *_PROVENANCE,
+        C("prompt", pa.list_(MESSAGE), "every message before the response", False),
     ),
     ("sample_id", "turn"),
 )
@@ -64,10 +67,10 @@ OPENAI_SPEC = TableSpec(
     "SFT pool rows, style `openai`: structured tool_calls (arguments as JSON strings).",
     (
         C("sample_id", STR, "stable id of the sample", False),
-        C("messages", pa.list_(OPENAI_MESSAGE), "{role, content, tool_calls}; content never null", False),
         C("tools", STR, "JSON list of OpenAI tool schemas declared in the prompt (null when unknown)"),
         C("enable_thinking", BOOL, "as in the messages style", False),
         *_PROVENANCE,
+        C("messages", pa.list_(OPENAI_MESSAGE), "{role, content, tool_calls}; content never null", False),
     ),
     ("sample_id",),
 )
@@ -80,7 +83,6 @@ OOD_SPEC = TableSpec(
     (
         C("sample_id", STR, "stable id (hash of prompt and variant)", False),
         C("variant", STR, "renamed | reformatted | renamed+reformatted", False),
-        C("prompt", pa.list_(MESSAGE), "system (with the re-rendered tool block) and user messages", False),
         C("reference", STR, "first assistant turn of a clean trajectory, calls re-rendered; null if none"),
         C("tool_format", STR, "call format the prompt now asks for", False),
         C("source_tool_format", STR, "call format of the original prompt", False),
@@ -91,6 +93,7 @@ OOD_SPEC = TableSpec(
         C("group_id", STR, "", False),
         C("prompt_key", STR, "hash of the original prompt (a validation prompt of the pool)", False),
         C("step", I64, "step of the source trajectory"),
+        C("prompt", pa.list_(MESSAGE), "system (with the re-rendered tool block) and user messages", False),
     ),
     ("prompt_key", "variant"),
 )

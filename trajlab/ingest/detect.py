@@ -32,7 +32,8 @@ def loads_line(raw: bytes | str) -> tuple[Any, str | None]:
     try:
         return json.loads(raw), None
     except json.JSONDecodeError as e:
-        return None, f"invalid JSON: {e.msg} at column {e.colno}"
+        # (some of json's messages end in "at": "Unterminated string starting at")
+        return None, f"invalid JSON: {e.msg}{'' if e.msg.endswith(' at') else ' at'} column {e.colno}"
     except RecursionError:
         return None, "JSON nested too deeply to read (over ~1000 levels)"
     except ValueError as e:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"

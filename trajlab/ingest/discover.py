@@ -71,6 +71,7 @@ def find_inputs(
     runs = dict(runs or {})
     errors: list[IngestError] = []
     skipped: list[str] = []
+    compressed: list[str] = []
     ckpt_dirs: list[str] = []
     side: list[str] = []
     hidden = 0
@@ -159,6 +160,8 @@ def find_inputs(
                     subdirs.append(fp)
                     continue
                 if not x.name.lower().endswith(DATA_SUFFIXES):
+                    if x.name.lower().endswith(_COMPRESSED):
+                        compressed.append(rel)  # a dump a user compressed: not read, but said so
                     continue
                 if not is_file:
                     why = "broken symbolic link or link loop" if x.is_symlink() else "not a regular file"
@@ -179,6 +182,9 @@ def find_inputs(
                        f"e.g. {', '.join(side[:3])}")
     if hidden:
         skipped.append(f"{hidden} hidden entr{'y' if hidden == 1 else 'ies'} (names starting with '.')")
+    if compressed:
+        skipped.append(f"{len(compressed)} compressed data file{'s' if len(compressed) != 1 else ''} (not read: "
+                       f"decompress them first, e.g. gunzip -k), e.g. {', '.join(compressed[:3])}")
     files = sorted(found.values(), key=lambda f: (f.rel, str(f.path)))
     return files, errors, skipped
 
@@ -189,6 +195,9 @@ def _real(p: Path) -> str:
     except (OSError, ValueError):
         return os.path.abspath(p)
 
+
+#: compressed data files (``12.jsonl.gz``): not read, listed in ``skipped``
+_COMPRESSED = tuple(f"{d}{c}" for d in DATA_SUFFIXES for c in (".gz", ".zst", ".bz2", ".xz", ".zip"))
 
 #: JSON files that belong to a model or tokenizer, never to a dump (skipped wherever they are, and listed)
 MODEL_SIDE_FILES = frozenset((

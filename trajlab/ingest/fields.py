@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 _NUMPY_REPR = re.compile(r"^\s*(?:np|numpy)\.\w+\((.*)\)\s*$")
-_STEP_IN_NAME = re.compile(r"(?:^|[-_])(?:step-)?(?:val-)?(\d+)\.(?:jsonl|json|parquet)(?:\.gz)?$")
+_STEP_IN_NAME = re.compile(r"(?:^|(?<=.)[-_])(?:step-)?(?:val-)?([0-9]+)\.(?:jsonl|json|parquet)(?:\.gz)?$")
 
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1

@@ -177,7 +177,7 @@ def decode_body(body: str, rs: RuleSet, *, at_end: bool = False) -> Decoded:
 
 def _err(e: Exception) -> str:
     if isinstance(e, json.JSONDecodeError):
-        return f"{e.msg} at line {e.lineno} column {e.colno}"
+        return f"{e.msg}{'' if e.msg.endswith(' at') else ' at'} line {e.lineno} column {e.colno}"
     return type(e).__name__
 
 
