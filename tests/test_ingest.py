@@ -270,3 +270,37 @@ def test_pretty_printed_json_object_is_reported_as_such(tmp_path):
     p.write_text(json.dumps({"steps": 3, "seed": 1}, indent=2))
     fmt, why = detect_format(p)
     assert fmt is None and "single JSON object (keys: steps, seed)" in why
+
+
+def test_a_verl_dump_converted_to_parquet_reads_like_the_jsonl(tmp_path):
+    """The same verl records as JSON lines and as Parquet (``polars.read_ndjson(...).write_parquet``, a common
+    conversion) give the same rows in every table but for the file names in ids and paths."""
+    import polars as pl
+
+    from trajlab.scan import ScanOptions, scan
+
+    src = Path(__file__).resolve().parents[1] / "sample_data" / "qwen35_xml_run" / "rollout"
+    for kind in ("jsonl", "parquet"):
+        d = tmp_path / kind / "rollout"
+        d.mkdir(parents=True)
+        for step in (90, 120):
+            if kind == "jsonl":
+                (d / f"{step}.jsonl").write_bytes((src / f"{step}.jsonl").read_bytes())
+            else:
+                pl.read_ndjson(src / f"{step}.jsonl").write_parquet(d / f"{step}.parquet")
+        assert detect_format(next(d.iterdir()))[0] == "verl_jsonl"
+        scan([tmp_path / kind], tmp_path / f"out_{kind}", ScanOptions(jobs=1), progress=False)
+    drop = {"trajectories": ["trajectory_id", "source_path", "run"], "calls": ["call_id", "trajectory_id"],
+            "findings": ["trajectory_id", "call_id"], "turns": ["trajectory_id"]}
+    for table, cols in drop.items():
+        a, b = (pl.read_parquet(tmp_path / f"out_{k}" / f"{table}.parquet").drop(cols) for k in ("jsonl", "parquet"))
+        assert a.height > 0 and a.equals(b), table
+
+
+def test_a_parquet_file_of_another_layout_names_both_it_accepts(tmp_path):
+    import polars as pl
+
+    p = tmp_path / "x.parquet"
+    pl.DataFrame({"prompt": ["a"], "completion": ["b"]}).write_parquet(p)
+    fmt, why = detect_format(p)
+    assert fmt is None and "'messages'" in why and "'output'" in why

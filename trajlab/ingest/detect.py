@@ -142,7 +142,10 @@ def detect_format(path: Path) -> tuple[str | None, str]:
             names = set(pq.read_schema(path).names)
             if "messages" in names:
                 return openai_messages.FORMAT, ""
-            return None, f"unknown Parquet layout (columns: {', '.join(sorted(names)[:8])}); expected 'messages'"
+            if verl_jsonl.looks_like(dict.fromkeys(names)):  # a verl dump converted to Parquet: the same fields
+                return verl_jsonl.FORMAT, ""
+            return None, (f"unknown Parquet layout (columns: {', '.join(sorted(names)[:8])}); expected 'messages' "
+                          "(OpenAI messages) or verl's 'input'/'output'/'score'/'step'")
         with open(path, "rb") as f:
             head = f.read(4096).removeprefix(BOM).lstrip()
         if container_of(path) == "list":
