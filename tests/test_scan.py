@@ -197,3 +197,29 @@ def test_scan_other_input_formats_from_sample_data(tmp_path):
         (pl.col("source_format") == "openai_messages") & (pl.col("status") == "malformed")
     )
     assert bad.height > 0 and any("invalid_json" in c for c in bad["categories"].to_list())
+
+
+def test_the_cache_fingerprint_covers_the_classifier_code(tmp_path, monkeypatch):
+    """Parts made by other classifier code are never reused: the fingerprint hashes the source of every module
+    that shapes the tables (each named one exists), and changes when one of them does."""
+    from pathlib import Path as P
+
+    import trajlab.scan.options as so
+
+    root = P(so.__file__).resolve().parents[1]
+    assert all((root / name).exists() for name in so._CODE)
+    before = so.WorkerOptions().fingerprint()
+    real = P.read_bytes
+
+    def edited(self: P) -> bytes:
+        data = real(self)
+        return data + b"\n# edited" if self.name == "type_checks.py" else data
+
+    so.code_hash.cache_clear()
+    monkeypatch.setattr(P, "read_bytes", edited)
+    try:
+        assert so.WorkerOptions().fingerprint() != before
+    finally:
+        monkeypatch.undo()
+        so.code_hash.cache_clear()
+    assert so.WorkerOptions().fingerprint() == before

@@ -24,7 +24,7 @@ from trajlab.atomic import atomic_path
 #: Bumped whenever a column is added, removed, renamed or changes type.
 #: 1.1: calls.verl_executes, calls.verl_function_name, calls.verl_arguments (verl's reading of each call).
 #: 1.2: trajectories.run; steps one row per (run, split, step) (was per (split, step)).
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 PARQUET_COMPRESSION = "zstd"
 

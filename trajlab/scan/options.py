@@ -7,6 +7,7 @@ layout), so the incremental cache (:mod:`trajlab.scan.cache`) never reuses parts
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -93,6 +94,7 @@ class WorkerOptions:
         blob = json.dumps(
             {
                 "v": __version__,
+                "code": code_hash(),
                 "schema": SCHEMA_VERSION,
                 "parts": PARTS_LAYOUT,
                 "rules": rules_hash(self.rules_dirs),
@@ -103,6 +105,26 @@ class WorkerOptions:
             sort_keys=True,
         )
         return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+#: the code whose behaviour the scan tables record: readers, the classifier, the engines, the table specs
+_CODE = ("ingest", "toolcalls", "scan", "trajectory.py", "tables.py", "model.py", "chatml.py", "trends.py",
+         "rulepacks.py")
+
+
+@functools.lru_cache(maxsize=1)
+def code_hash() -> str:
+    """sha1 over the source of every module that shapes a scan's tables (:data:`_CODE`), so an upgraded
+    classifier never reuses parts made by the old one, even at the same version number (a wheel without
+    sources hashes what it has; the version and schema still count)."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha1()
+    for name in _CODE:
+        base = root / name
+        for f in sorted(base.rglob("*.py")) if base.is_dir() else [base]:
+            if f.is_file():
+                h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def worker_options(options: ScanOptions) -> WorkerOptions:
