@@ -5,6 +5,7 @@ SGLang), written anew here."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -106,3 +107,38 @@ def test_a_tool_call_token_followed_by_prose_is_no_cut_off_json() -> None:
         assert "truncated_call" not in cats and {"empty_call", "missing_call_close"} <= cats, got
     cut = findings('<tool_call>\n{"name": "f", "argu', "hermes", None)
     assert "truncated_call" in {c for c, _s, _m in cut}
+
+
+@pytest.mark.parametrize("text, verl_reads", [
+    # a stray `</arg_key>`: verl's lazy pair regex runs the key on to the next value (vLLM PR 54971's shape)
+    ("<tool_call>list_dir<arg_key>path</arg_key></arg_key><arg_value>/tmp/p</arg_value></tool_call>",
+     '`{"path</arg_key>": "/tmp/p"}`'),
+    # a doubled `<arg_key>`: the key starts at the first one
+    ("<tool_call>list_dir<arg_key><arg_key>path</arg_key><arg_value>/tmp/x</arg_value></tool_call>",
+     '`{"<arg_key>path": "/tmp/x"}`'),
+    ("<tool_call>list_dir<arg_key>path</arg_key></tool_call>", "`{}`"),  # a key with no value at all: dropped
+])
+def test_glm_pairing_messages_say_what_verl_runs(text: str, verl_reads: str) -> None:
+    from trajlab.toolcalls.format_glm import verl_glm_arguments
+
+    tools = [{"name": "list_dir", "description": "", "parameters": {"type": "object", "properties": {
+        "path": {"type": "string"}}, "required": ["path"]}}]
+    got = [m for c, _s, m in findings(text, "glm47", tools) if c == "malformed_tag" and "pairs keys" in m]
+    assert got and all(f"runs the call with the arguments {verl_reads}" in m for m in got)
+    assert not any("silently dropped" in m or "the value is lost" in m for m in got)
+    body = text[len("<tool_call>"):-len("</tool_call>")]
+    assert f"`{json.dumps(verl_glm_arguments(body), ensure_ascii=False)}`" == verl_reads
+
+
+def test_json_shape_details_are_the_familys_own() -> None:
+    """A JSON-encoded arguments string: hermes says what verl's hermes parser does; Kimi says what verl's kimi
+    parser does (it replaces the arguments by {}), not the hermes sentence."""
+    tools = [{"name": "todo", "description": "", "parameters": {"type": "object", "properties": {
+        "items": {"type": "array"}}}}]
+    kimi = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.todo:0<|tool_call_argument_begin|>'
+            '"{\\"items\\": []}"<|tool_call_end|><|tool_calls_section_end|>')
+    (k,) = [m for c, _s, m in findings(kimi, "kimi_k2", tools) if c == "invalid_arguments"]
+    assert "double-encodes" not in k and "with `{}`" in k
+    hermes = '<tool_call>\n{"name": "todo", "arguments": "{\\"items\\": []}"}\n</tool_call>'
+    (h,) = [m for c, _s, m in findings(hermes, "hermes", tools) if c == "invalid_arguments"]
+    assert "verl double-encodes the string" in h

@@ -87,6 +87,21 @@ def layout_ws(ws: str) -> str:
     return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
 
 
+_VERL_PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
+#: issues whose message says how verl's lazy pair regex reads the call (``verl_run``)
+_PAIRING = ("glm_key_without_value", "glm_value_without_key")
+
+
+def verl_glm_arguments(body: str) -> dict[str, Any]:
+    """The arguments verl 0.9.1's ``glm`` parser reads from a call's ``body`` (the text between ``<tool_call>``
+    and ``</tool_call>``): its lazy key/value pair regex over the text from the first ``<arg_key>``, keys
+    stripped, values through :func:`glm_convert`. A stray tag runs a key or value on to the next pair."""
+    first = body.find("<arg_key>")
+    if first < 0:
+        return {}
+    return {k.strip(): glm_convert(v) for k, v in _VERL_PAIR.findall(body, first)}
+
+
 def glm_convert(raw: str) -> Any:
     """verl's ``glm`` value conversion: ``json.loads`` of the stripped value, else the stripped string."""
     v = raw.strip()
@@ -218,6 +233,15 @@ class _Scanner:
             d.end = max(body_end, d.end)
             d.add("missing_call_close", "at_end", op.start, op.end, tag="<tool_call>",
                   edits=[Edit(d.end, d.end, sep + "</tool_call>", "added `</tool_call>`")])
+        pairing = [iss for iss in d.issues if iss.variant in _PAIRING]
+        if pairing:
+            if closed:
+                read = json.dumps(verl_glm_arguments(text[op.end:d.end - len("</tool_call>")]), ensure_ascii=False)
+                run = f"runs the call with the arguments `{snip(read, 120)}`"
+            else:
+                run = "drops the call (it needs `</tool_call>`)"
+            for iss in pairing:
+                iss.params["verl_run"] = run
         d.spans.sort(key=lambda x: x[1])
         self.calls.append(d)
         return j
