@@ -91,9 +91,9 @@ def test_kimi_calls_begun_inside_reasoning_without_a_section_are_reported() -> N
     ta = analyze_turn(text, tool_format="kimi_k2", tools=tools, context=TurnContext(schema_known=True), spans=False)
     assert [c.function_name for c in ta.calls] == ["special_function", "python"]
     assert all(c.status == "malformed" and "call_inside_think" in c.categories for c in ta.calls)
-    assert "missing_call_open" in ta.calls[0].categories
+    assert all("missing_call_open" in c.categories for c in ta.calls)  # verl drops the whole unopened section
     think = [f.message for f in ta.findings if f.category == "call_inside_think"]
-    assert len(think) == 2 and "does not execute it" in think[0]
+    assert len(think) == 2 and all("does not execute it" in m for m in think)
     # no section was opened, so none is said to lack its end marker
     assert not [f for f in ta.findings if f.rule_id.endswith("missing_call_close/section_end")]
 

@@ -191,6 +191,11 @@ class SectionScanner:
             # (a section never opened has missing_call_open on its first call instead)
             last.add("missing_call_close", "section_end", last.start, last.end, tag=m.section_end,
                      edits=[Edit(last.end, last.end, m.section_end, f"added `{m.section_end}`")])
+        if not opened and not pending:
+            # every call of a section that was never opened is dropped by the family's parsers, not just the
+            # first (whose edit adds the opener for all of them)
+            for d in mine[1:]:
+                d.add("missing_call_open", "section_begin", d.start, d.start, tag=m.call_begin, _covered=True)
         if len(mine) > 1:
             for d in mine:
                 d.rerender = True
