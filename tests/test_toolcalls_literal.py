@@ -247,6 +247,10 @@ def test_property_qwen3_coder_no_error_when_verl_reads_as_intended(before: str, 
         assert not errors, ta.findings
         assert [(c.function_name, c.arguments, c.verl_executes) for c in ta.calls] == [
             ("write_file", dict(params), "as_intended")]
+    elif [(c.function_name, c.arguments) for c in ta.calls] == _verl_xml(text):
+        # the tags form whole structure (a second `<function=` after `</function>`): trajlab reads the calls as
+        # verl does -- the ambiguity of a complete call inside a value -- and still flags the turn
+        assert [f for f in ta.findings if f.severity in ("error", "warning")], ta.findings
     else:  # verl cuts, merges or drops it: the turn says so with an error
         assert errors, ta.findings
     for c in ta.calls:  # per call: an error exactly when verl does not execute it as read (or it is malformed)

@@ -142,3 +142,12 @@ def test_json_shape_details_are_the_familys_own() -> None:
     hermes = '<tool_call>\n{"name": "todo", "arguments": "{\\"items\\": []}"}\n</tool_call>'
     (h,) = [m for c, _s, m in findings(hermes, "hermes", tools) if c == "invalid_arguments"]
     assert "verl double-encodes the string" in h
+
+
+def test_the_name_of_a_body_that_does_not_decode_is_the_first_one() -> None:
+    """``"name": "selectFunctions\\ "arguments": {"function": {"name": "index"}}`` (a bug report's broken JSON):
+    the call's name is the outer one, not a name further inside the arguments."""
+    text = ('<tool_call>\n{"name": "selectFunctions\\ "arguments": {"function":{"name":"index","arguments":{}}}}\n'
+            "</tool_call>")
+    ta = analyze_turn(text, tool_format="hermes", tools=None, context=TurnContext(), spans=False)
+    assert [(c.status, c.function_name) for c in ta.calls] == [("malformed", "selectFunctions")]

@@ -161,7 +161,9 @@ def json_spans(d: CallDraft, text: str, bs: int, be: int, members: list[Member])
 
 
 _DECODER = json.JSONDecoder()  # stateless between calls (its scanner clears its memo after each one)
-_NAME_GUESS = re.compile(r'"\s*(?:name|function)\s*"?\s*[:=]\s*"?([^",{}\s]+)"')
+#: the first ``"name": "VALUE`` of a body that does not decode; the value ends at a quote, white space or a
+#: backslash (``"name": "search\ "arguments": ...`` is ``search``, not a name further in)
+_NAME_GUESS = re.compile(r'"\s*(?:name|function)\s*"?\s*[:=]\s*"?([^",{}\s\\]+)(?=["\s\\,}])')
 _BARE = re.compile(r'\{\s*"(?:name|function)"\s*:')
 
 
