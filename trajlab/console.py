@@ -32,13 +32,14 @@ def literal(text: object) -> str:
     return UNSAFE.sub(_visible, s) if UNSAFE.search(s) else s
 
 
-def literal_with_offsets(text: str) -> tuple[str, list[int]]:
+def literal_with_offsets(text: str) -> tuple[str, list[int] | None]:
     """:func:`literal` of ``text`` and where each of its characters starts in the result (``len(text) + 1``
-    positions: the last is the result's length), so spans over the data can be placed on the visible text.
-    rich drops some controls (``\r``, BEL, backspace, form feed) from a Text before any console sees them, so text
-    shown with styles over data offsets is made visible here first."""
+    positions: the last is the result's length; None when nothing was escaped, so the offsets are the same), so
+    spans over the data can be placed on the visible text. rich drops some controls (``\r``, BEL, backspace, form
+    feed) from a Text before any console sees them, so text shown with styles over data offsets is made visible
+    here first."""
     if not UNSAFE.search(text):
-        return text, list(range(len(text) + 1))
+        return text, None
     out: list[str] = []
     starts: list[int] = []
     pos = 0

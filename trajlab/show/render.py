@@ -83,7 +83,8 @@ def _highlight(text: str, offset: int, calls: list[dict[str, Any]], marks: list[
     n = len(text)
 
     def place(i: int) -> int:
-        return at[max(0, min(n, i))]
+        i = max(0, min(n, i))
+        return i if at is None else at[i]
 
     for c in calls:
         body.stylize(STYLE_CALL, place(c["char_start"] - offset), place(c["char_end"] - offset))

@@ -188,6 +188,7 @@ class _Scanner:
             d.span("structural", op.end, name_end)
         # the arguments
         closed = False
+        body_end = self.hi  # where the call's body ends (its `</tool_call>`, however written, when closed)
         pos = name_end
         while j < len(tags):
             t = tags[j]
@@ -197,6 +198,7 @@ class _Scanner:
                     self._tag_issue(d, t)
                     d.end = t.end
                     closed = True
+                    body_end = t.start
                     j += 1
                 else:  # the next call opens before this one closed
                     self._junk(d, pos, t.start, "between_args")
@@ -236,7 +238,7 @@ class _Scanner:
         pairing = [iss for iss in d.issues if iss.variant in _PAIRING]
         if pairing:
             if closed:
-                read = json.dumps(verl_glm_arguments(text[op.end:d.end - len("</tool_call>")]), ensure_ascii=False)
+                read = json.dumps(verl_glm_arguments(text[op.end:body_end]), ensure_ascii=False)
                 run = f"runs the call with the arguments `{snip(read, 120)}`"
             else:
                 run = "drops the call (it needs `</tool_call>`)"
