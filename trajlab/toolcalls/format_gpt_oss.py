@@ -27,10 +27,11 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Edit, Issue, Ranges, snip
-from trajlab.toolcalls.format_base import ToolFormat, tool_call_blocks
+from trajlab.toolcalls.format_base import ToolFormat
 from trajlab.toolcalls.jsonbody import fill_json_arguments
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.sectioned import read_json_tail
+from trajlab.toolcalls.toolcall_blocks import tool_call_blocks
 
 START, CHANNEL, CONSTRAIN, MESSAGE, CALL = "<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|call|>"
 _ENDS = re.compile(r"<\|(call|end|return|start)\|>")
