@@ -20,7 +20,7 @@ class ToolFormat:
 
     * ``json_arguments``: the arguments are one JSON object (``kimi_k2``, ``deepseek_v31``, ``gpt_oss``): a body
       that does not decode gives no arguments;
-    * ``family``: the model family, shown by ``trajlab rules list`` and the README's format table.
+    * ``family``: the model family, shown by ``trajlab rules list`` and the generated categories reference's format table.
     """
 
     name: str = ""
