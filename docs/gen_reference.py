@@ -120,7 +120,7 @@ def cli_page(group: Any) -> str:
             lines.append("| argument | required | meaning |\n|---|---|---|")
             for a in args:
                 meta = getattr(a, "metavar", None) or a.name.upper()
-                lines.append(f"| {_code(meta)} | {'yes' if a.required else 'no'} | {_cell(getattr(a, 'help', '') or '')} |")
+                lines.append(f"| {_cell(_code(meta))} | {'yes' if a.required else 'no'} | {_cell(getattr(a, 'help', '') or '')} |")
             lines.append("")
         if opts:
             lines.append("| option | value | default | meaning |\n|---|---|---|---|")
