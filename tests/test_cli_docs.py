@@ -1,4 +1,5 @@
-"""Every command and every option is documented in README.md, and every --help is complete with an example."""
+"""Every command and every option is documented in the command reference (docs/reference/cli.md), and every --help
+is complete with an example."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 from trajlab.cli import app
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+CLI_REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "cli.md"
 
 
 # typer ships its own copy of click, so commands and parameters are recognised by their click attributes
@@ -41,7 +42,7 @@ def _options(cmd: Any) -> list[str]:
 
 
 def _section(readme: str, name: str) -> str | None:
-    """The README text under the first heading that names `trajlab <name>`, up to the next heading of its level."""
+    """The page's text under the first heading that names `trajlab <name>`, up to the next heading of its level."""
     lines = readme.splitlines()
     for i, line in enumerate(lines):
         m = re.match(r"^(#+)\s", line)
@@ -58,12 +59,12 @@ def test_there_are_commands() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(_commands()))
-def test_command_and_its_options_are_in_the_readme(name: str) -> None:
-    readme = README.read_text(encoding="utf-8")
-    section = _section(readme, name)
-    assert section is not None, f"README.md has no heading naming `trajlab {name}`"
+def test_command_and_its_options_are_in_the_reference(name: str) -> None:
+    page = CLI_REFERENCE.read_text(encoding="utf-8")
+    section = _section(page, name)
+    assert section is not None, f"docs/reference/cli.md has no heading naming `trajlab {name}`"
     missing = [o for o in _options(_commands()[name]) if not re.search(rf"{re.escape(o)}(?![\w-])", section)]
-    assert not missing, f"`trajlab {name}` options missing from its README section: {missing}"
+    assert not missing, f"`trajlab {name}` options missing from its reference section: {missing}"
 
 
 @pytest.mark.parametrize("name", ["", *sorted(_commands())])

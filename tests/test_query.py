@@ -246,7 +246,7 @@ def test_cli_lists_views_and_prints_results(run: Path, tmp_path: Path, capsys: p
 
 def test_documented_example_queries_run(run: Path, tmp_path: Path) -> None:
     queries = doc_queries() + [h.example for h in HELPERS]
-    assert len(queries) >= len(HELPERS) + 5, "the README should show at least 5 example queries"
+    assert len(queries) >= len(HELPERS) + 5, "the documentation should show at least 5 example queries"
     # rescore examples bind against tables with the rescore schemas (empty here; test_report fills them)
     from trajlab.rescore.outputs import PER_CHECKPOINT
     from trajlab.rescore.specs import CALIBRATION, COMPARE, DISCOVERED, DISTRIBUTION, PAIRED

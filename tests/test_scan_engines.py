@@ -18,7 +18,7 @@ from helpers.scan_inputs import make_corpus_dump, make_generated, make_messy
 
 from trajlab.cli import main
 from trajlab.scan import ScanOptions, scan
-from trajlab.scan.engines import ENGINES, ENV_VAR
+from trajlab.scan.options import ENGINES, ENV_VAR
 from trajlab.tables import SCAN_TABLES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Where trajlab may write: the one check every command that writes runs before it writes anything.
 
-Rules (README "Bad input loses nothing"):
+Rules (``docs/explanation/guarantees.md``):
 
 * An output **directory** (``scan -o``, ``build-sft-pool -o``) is used only when it does not exist yet, is empty,
   or is already a trajlab output of the same kind (it holds trajlab's marker file :data:`MARKER` or a trajlab

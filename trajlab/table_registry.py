@@ -1,10 +1,10 @@
 """The registry of every table trajlab writes: one explicit list, read by ``trajlab schema``, ``trajlab sql``'s
-table descriptions and the README test.
+table descriptions and the generated table reference (``docs/reference/tables.md``).
 
 Each spec is declared beside its kind of output (:mod:`trajlab.tables` for the scan, :mod:`trajlab.rescore.specs`,
 :mod:`trajlab.curate.specs`) and listed here once; nothing registers itself on import. A new table is written
-through its :class:`~trajlab.tables.TableSpec` and must be added to :data:`ALL_TABLES` (the README test then asks
-for its documentation). The order below is the order ``trajlab schema`` prints.
+through its :class:`~trajlab.tables.TableSpec` and must be added to :data:`ALL_TABLES` (then ``python docs/gen_reference.py``
+regenerates its documentation, and a test fails until it does). The order below is the order ``trajlab schema`` prints.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def describe_tables(specs: Iterable[TableSpec] | None = None) -> list[dict[str, 
 
 
 def tables_markdown(specs: Iterable[TableSpec] | None = None) -> str:
-    """The table reference as Markdown (the README's "Tables" section is this text; a test keeps them in sync)."""
+    """The table reference as Markdown (``docs/reference/tables.md`` is built from this text; a test keeps them in sync)."""
     out: list[str] = []
     for d in describe_tables(specs):
         out.append(f"#### `{d['table']}`\n\n{d['doc']}\n")

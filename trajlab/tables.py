@@ -4,7 +4,7 @@
 A :class:`TableSpec` is a table's name, Arrow schema, sort key and a one-line description per column. The
 scan's specs live here; ``rescore`` and the SFT pool declare theirs in :mod:`trajlab.rescore.specs` and
 :mod:`trajlab.curate.specs`; :mod:`trajlab.table_registry` lists every one (``trajlab schema`` prints it, the
-README documents it). Writes are atomic (:mod:`trajlab.atomic`), and rows are sorted by the table's key before
+generated ``docs/reference/tables.md`` documents it). Writes are atomic (:mod:`trajlab.atomic`), and rows are sorted by the table's key before
 writing so the same input gives the same bytes.
 """
 

@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
     def schema_cmd(
         table: str | None = typer.Argument(None, help="Only this table."),
         as_json: bool = opt.json_option(),
-        markdown: bool = typer.Option(False, "--markdown", help="Print as Markdown (the README's table reference)."),
+        markdown: bool = typer.Option(False, "--markdown", help="Print as Markdown (docs/reference/tables.md is built from it)."),
     ) -> None:
         """Print the schema (columns, types, meaning) of every table trajlab writes.
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from trajlab.duckrows import query_rows, view_names
 from trajlab.errors import TableError, param
+from trajlab.report.rescore_data import RescoreData, rescore_data
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -41,33 +42,6 @@ class Example:
     matched_tool: str | None
     count: int  # how many findings of this category the scan has
     in_call: bool = True  # ``text`` is the call as generated (else an excerpt of the output around the span)
-
-
-@dataclass
-class RescoreData:
-    """Spike rates per checkpoint and per-token movements (from the rescore tables)."""
-
-    checkpoints: list[str]
-    intrusion: list[float | None]
-    dropout: list[float | None]
-    units: str
-    rows: list[dict[str, Any]]  # per checkpoint: positions, spikes, rates, mean probabilities
-    moved: list[dict[str, Any]] = field(default_factory=list)  # token, delta, first, last
-    moved_units: str = ""
-    note: str | None = None
-    drift: DriftData | None = None  # against the reference, when ``trajlab rescore`` wrote its drift tables
-
-
-@dataclass
-class DriftData:
-    """The drift page: every checkpoint against the reference (``rescore_calibration``, ``rescore_paired``, ...)."""
-
-    reference: str
-    quantile: float
-    checkpoints: list[dict[str, Any]]  # label, step, calibrated_rate, paired_drift (+ _lo/_hi), is_reference
-    distribution: dict[str, list[dict[str, Any]]]  # kind -> rows (checkpoint, step, log10_lo, log10_hi, share)
-    log_odds: dict[str, list[float | None]]  # category -> median log odds per entry of ``checkpoints``
-    discovered: list[dict[str, Any]]  # the last checkpoint's top tokens (not configured control tokens first)
 
 
 @dataclass
@@ -297,6 +271,4 @@ def _examples(con: duckdb.DuckDBPyConnection, views: set[str], per_category: int
 
 def _rescore(con: duckdb.DuckDBPyConnection, views: set[str]) -> RescoreData | None:
     """Spike rates and token movements, when rescore tables exist."""
-    from trajlab.report.rescore_data import rescore_data
-
     return rescore_data(con, views)

@@ -10,6 +10,7 @@ Reads the ``rescore_*`` views of :mod:`trajlab.query` (tables written by ``trajl
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trajlab.duckrows import query_rows
@@ -17,7 +18,34 @@ from trajlab.duckrows import query_rows
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
 
-    from trajlab.report.data import DriftData, RescoreData
+
+@dataclass
+class RescoreData:
+    """Spike rates per checkpoint and per-token movements (from the rescore tables)."""
+
+    checkpoints: list[str]
+    intrusion: list[float | None]
+    dropout: list[float | None]
+    units: str
+    rows: list[dict[str, Any]]  # per checkpoint: positions, spikes, rates, mean probabilities
+    moved: list[dict[str, Any]] = field(default_factory=list)  # token, delta, first, last
+    moved_units: str = ""
+    note: str | None = None
+    drift: DriftData | None = None  # against the reference, when ``trajlab rescore`` wrote its drift tables
+
+
+@dataclass
+class DriftData:
+    """The drift page: every checkpoint against the reference (``rescore_calibration``, ``rescore_paired``, ...)."""
+
+    reference: str
+    quantile: float
+    checkpoints: list[dict[str, Any]]  # label, step, calibrated_rate, paired_drift (+ _lo/_hi), is_reference
+    distribution: dict[str, list[dict[str, Any]]]  # kind -> rows (checkpoint, step, log10_lo, log10_hi, share)
+    log_odds: dict[str, list[float | None]]  # category -> median log odds per entry of ``checkpoints``
+    discovered: list[dict[str, Any]]  # the last checkpoint's top tokens (not configured control tokens first)
+
+
 
 SPIKE_UNITS = "eligible positions"
 MOVED_UNITS = "mean probability, 0-1"
@@ -41,8 +69,6 @@ def checkpoint_order(con: duckdb.DuckDBPyConnection, views: set[str], labels: li
 
 def rescore_data(con: duckdb.DuckDBPyConnection, views: set[str], *, top_tokens: int = 12) -> RescoreData | None:
     """Spike rates per checkpoint and token movements, or ``None`` when ``trajlab rescore`` has not run."""
-    from trajlab.report.data import RescoreData
-
     if "rescore_trajectory_scores" not in views:
         return None
     per = {r["checkpoint"]: r for r in query_rows(con, """
@@ -102,8 +128,6 @@ def rescore_data(con: duckdb.DuckDBPyConnection, views: set[str], *, top_tokens:
 def drift_data(con: duckdb.DuckDBPyConnection, views: set[str],
                order: list[tuple[str, int | None]]) -> DriftData | None:  # fmt: skip
     """The drift page's data, or ``None`` when the rescore drift tables are missing (an older rescore)."""
-    from trajlab.report.data import DriftData
-
     if "rescore_calibration" not in views or "rescore_paired" not in views:
         return None
     cal = {r["checkpoint"]: r for r in query_rows(con, """

@@ -18,30 +18,17 @@ and the reason for a fallback are kept in its ``done.json`` and reported per fil
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import pyarrow as pa
 
-from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask
 from trajlab.scan.columnar import process_segments
-from trajlab.scan.options import WorkerOptions
+from trajlab.scan.options import ENGINES, ENV_VAR, WorkerOptions, resolve_engine
 from trajlab.scan.records import record_loop
 
-ENGINES = ("auto", "columnar", "records")
-#: picks the engine when ``scan(engine=None)`` (tests run whole suites under each engine with it)
-ENV_VAR = "TRAJLAB_ENGINE"
-
-
-def resolve_engine(name: str | None) -> str:
-    """The engine to use: ``name``, else ``$TRAJLAB_ENGINE``, else ``auto``; an unknown name is an input error."""
-    chosen = name or os.environ.get(ENV_VAR) or "auto"
-    if chosen not in ENGINES:
-        src = param("engine") if name else f"${ENV_VAR}"
-        raise InputError(f"unknown {src} {chosen!r}; choose one of: {', '.join(ENGINES)}")
-    return chosen
-
+#: the engine names and their resolution are options (:mod:`trajlab.scan.options`); named here too
+__all__ = ["ENGINES", "ENV_VAR", "RangeResult", "read_unit", "resolve_engine"]
 
 @dataclass
 class RangeResult:

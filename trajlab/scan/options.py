@@ -10,14 +10,31 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trajlab import __version__
+from trajlab.errors import InputError, param
 from trajlab.rulepacks import rules_hash
 from trajlab.tables import SCHEMA_VERSION
+
+#: the scan engines (:mod:`trajlab.scan.engines`); ``auto`` is ``columnar`` where it applies
+ENGINES = ("auto", "columnar", "records")
+#: picks the engine when ``scan(engine=None)`` (tests run whole suites under each engine with it)
+ENV_VAR = "TRAJLAB_ENGINE"
+
+
+def resolve_engine(name: str | None) -> str:
+    """The engine to use: ``name``, else ``$TRAJLAB_ENGINE``, else ``auto``; an unknown name is an input error."""
+    chosen = name or os.environ.get(ENV_VAR) or "auto"
+    if chosen not in ENGINES:
+        src = param("engine") if name else f"${ENV_VAR}"
+        raise InputError(f"unknown {src} {chosen!r}; choose one of: {', '.join(ENGINES)}")
+    return chosen
+
 
 #: layout of the part files and ids (bumped when done.json or trajectory_id change)
 PARTS_LAYOUT = 5
@@ -58,9 +75,7 @@ class ScanOptions:
 
     def __post_init__(self) -> None:
         from trajlab import toolcalls
-        from trajlab.errors import InputError, param
         from trajlab.ingest import validate_format_name
-        from trajlab.scan.engines import resolve_engine
 
         put = object.__setattr__
         put(self, "rules_dirs", tuple(str(Path(d)) for d in self.rules_dirs))
@@ -131,7 +146,6 @@ def worker_options(options: ScanOptions) -> WorkerOptions:
     """The part of ``options`` workers need, with the ``tools`` file (if one is named) loaded and the engine
     resolved (``$TRAJLAB_ENGINE`` when none is given)."""
     from trajlab.ingest.tool_schemas import load_tools_file
-    from trajlab.scan.engines import resolve_engine
 
     tools = options.tools
     tool_list = load_tools_file(tools) if isinstance(tools, (str, Path)) else tools

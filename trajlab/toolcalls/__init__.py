@@ -7,7 +7,7 @@ Public API (re-exported from :mod:`trajlab`)::
     for f in ta.findings:
         print(f.category, f.severity, f.start, f.end, f.message)
 
-See the README (section "The classifier") for the taxonomy, the span kinds and how repairs are decided.
+See ``docs/explanation/reading-calls.md`` for the taxonomy, the span kinds and how repairs are decided.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trajlab.toolcalls.draft import CallDraft, Issue, Ranges
+from trajlab.toolcalls.draft import CallDraft, Issue
 from trajlab.toolcalls.ruleset import RuleSet
 
 
@@ -20,7 +20,7 @@ class ToolFormat:
 
     * ``json_arguments``: the arguments are one JSON object (``kimi_k2``, ``deepseek_v31``, ``gpt_oss``): a body
       that does not decode gives no arguments;
-    * ``family``: the model family, shown by ``trajlab rules list`` and the README's format table.
+    * ``family``: the model family, shown by ``trajlab rules list`` and the generated categories reference's format table.
     """
 
     name: str = ""
@@ -59,27 +59,3 @@ class ToolFormat:
         (the intended reading in ``calls.arguments``); where it differs from ``value``, :meth:`check_value`
         reports the divergence. Default: verl's conversion."""
         return value
-
-
-def tool_call_blocks(fmt: str, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
-                     spans: bool = True, fast: bool = True) -> list[CallDraft]:
-    """``<tool_call>`` blocks (hermes JSON or qwen3_coder XML) in a trajectory of format ``fmt``, whose own markup
-    is something else (kimi_k2, deepseek_v31, gpt_oss): each is a ``format_mismatch`` call, re-rendered on repair."""
-    if text.find("<tool_call>", lo, hi) < 0:
-        return []
-    from trajlab.toolcalls.formats import FORMATS
-
-    xml = text.find("<function=", lo, hi) >= 0
-    other = FORMATS["qwen3_coder" if xml else "hermes"]
-    occ = Ranges(excluded) if excluded else None
-    drafts, _issues = other.find_calls(text, lo, hi, rs, excluded, spans, fast)
-    out: list[CallDraft] = []
-    for d in drafts:
-        if occ is not None and occ.covering(d.start) >= 0:
-            continue
-        if not any(i.category == "format_mismatch" for i in d.issues):
-            d.add("format_mismatch", "other_family_call", d.start, d.end,
-                  found=f"a {other.name} `<tool_call>` call", expected=fmt)
-        d.rerender = True
-        out.append(d)
-    return out

@@ -16,10 +16,11 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Issue
-from trajlab.toolcalls.format_base import ToolFormat, tool_call_blocks
+from trajlab.toolcalls.format_base import ToolFormat
 from trajlab.toolcalls.jsonbody import fill_json_arguments
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.sectioned import Markers, SectionScanner, render_section
+from trajlab.toolcalls.toolcall_blocks import tool_call_blocks
 
 MARKERS = Markers(
     section_begin="<｜tool▁calls▁begin｜>",

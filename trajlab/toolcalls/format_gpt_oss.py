@@ -17,7 +17,7 @@ spelling is a ``malformed_tag`` variant here, repaired by rewriting the header:
 The harmony markers are special tokens, so a dump decoded with ``skip_special_tokens=True`` keeps only
 ``commentary to=functions.NAME json{...}``; that *stripped* form is read too (name and arguments only: the markers
 it would need to be checked are gone). A first message that is a call (no ``<|start|>assistant`` before it: the
-generation prompt holds it) is accepted, although verl's regex drops it (README, "what is not checked").
+generation prompt holds it) is accepted, although verl's regex drops it (docs/explanation/reading-calls.md, "what is not checked").
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Edit, Issue, Ranges, snip
-from trajlab.toolcalls.format_base import ToolFormat, tool_call_blocks
+from trajlab.toolcalls.format_base import ToolFormat
 from trajlab.toolcalls.jsonbody import fill_json_arguments
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.sectioned import read_json_tail
+from trajlab.toolcalls.toolcall_blocks import tool_call_blocks
 
 START, CHANNEL, CONSTRAIN, MESSAGE, CALL = "<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|call|>"
 _ENDS = re.compile(r"<\|(call|end|return|start)\|>")
