@@ -36,7 +36,6 @@ def qwen_ids(tok, rec):
 def batch(tok, pairs, recs, pad_id):
     import numpy as np
     import torch
-
     from verl import DataProto
 
     lp = max(len(p) for p, _ in pairs)
@@ -69,7 +68,6 @@ def plain(d):
 def main(spec_path, out_path):
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
     from verl.trainer.ppo.reward import get_custom_reward_fn, resolve_reward_manager_cls
 
     spec = json.load(open(spec_path))
@@ -86,7 +84,7 @@ def main(spec_path, out_path):
     recs = spec["qwen3"]
     pairs = [qwen_ids(tok, r) for r in recs]
     res["qwen3_decode_equal"] = [tok.decode(r, skip_special_tokens=True) == rec["output"]
-                                 for (_, r), rec in zip(pairs, recs)]
+                                 for (_, r), rec in zip(pairs, recs, strict=True)]
     data = batch(tok, pairs, recs, tok.pad_token_id)
 
     # verl's own loader, from a config written as a user writes it
@@ -132,7 +130,7 @@ def main(spec_path, out_path):
     kpairs = [(ktok.encode(r["input"], add_special_tokens=False), ktok.encode(r["output"], add_special_tokens=False))
               for r in krecs]
     res["kimi_decode_kept_equal"] = [ktok.decode(r, skip_special_tokens=False) == rec["output"]
-                                     for (_, r), rec in zip(kpairs, krecs)]
+                                     for (_, r), rec in zip(kpairs, krecs, strict=True)]
     res["kimi_stripped"] = [ktok.decode(r, skip_special_tokens=True) for _, r in kpairs]
     kdata = batch(ktok, kpairs, krecs, ktok.pad_token_id)
     kcfg = OmegaConf.create({"reward": {"custom_reward_function": {"reward_kwargs": {"task_fn": "none"}},

@@ -132,12 +132,13 @@ def _policy_from_data(data: Any, where: str) -> RewardPolicy:
         error_penalty=p.get("error", 0.5),
         warning_penalty=p.get("warning", 0.2),
         category_penalties=tuple(sorted((str(k), v) for k, v in cats.items())),
-        groups=tuple((str(k), tuple(v) if isinstance(v, (list, tuple)) else ()) for k, v in g.items()),
+        groups=tuple((str(k), tuple(v) if isinstance(v, (list, tuple)) else ()) for k, v in g.items()
+                     if v is not None and v != []),  # a later pack drops a group with null or []
     )
 
 
 def _read_policy_file(path: str) -> Any:
-    import yaml
+    import yaml  # type: ignore[import-untyped]
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -208,7 +209,7 @@ class Verdict:
 def judge(an: TrajectoryAnalysis, policy: RewardPolicy) -> Verdict:
     """Apply ``policy`` to one classified response."""
     groups = dict.fromkeys(policy.group_keys, 0)
-    member = {}
+    member: dict[str, list[str]] = {}
     for name, cats in policy.groups:
         for c in cats:
             member.setdefault(c, []).append(name)
@@ -227,14 +228,14 @@ def judge(an: TrajectoryAnalysis, policy: RewardPolicy) -> Verdict:
                     groups[g] = 1
             else:
                 per_call.setdefault(f.call_index, []).append((f.category, f.severity))
-        for c in ta.calls:
+        for pc in ta.calls:
             n += 1
-            if c.verl_executes == "dropped":
+            if pc.verl_executes == "dropped":
                 dropped += 1
-            if c.status == "malformed":
+            if pc.status == "malformed":
                 bad += 1
-                total -= policy.call_penalty(per_call.get(c.call_index) or [(cat, "error") for cat in c.categories])
-                for cat in c.categories:
+                total -= policy.call_penalty(per_call.get(pc.call_index) or [(cat, "error") for cat in pc.categories])
+                for cat in pc.categories:
                     for g in member.get(cat, ()):
                         groups[g] = 1
             else:

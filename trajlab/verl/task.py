@@ -62,9 +62,10 @@ def load_task_fn(spec: str | None) -> tuple[TaskFn | None, str]:
             mod = importlib.import_module(path)
         except Exception as e:
             raise TrajlabError(f"reward_kwargs task_fn: cannot import {path}: {type(e).__name__}: {e}") from None
-        fn = getattr(mod, name, None)
-        if not callable(fn):
+        found = getattr(mod, name, None)
+        if not callable(found):
             raise TrajlabError(f"reward_kwargs task_fn: module {path} has no function {name!r}")
+        fn = found
     if getattr(fn, "__trajlab_reward__", False):
         raise TrajlabError("reward_kwargs task_fn names trajlab's own compute_score: name your task's scoring "
                            "function (or 'none')")
@@ -101,7 +102,7 @@ def read_task_result(result: Any) -> tuple[float, str | None]:
     if isinstance(value, bool):
         return float(value), None
     try:
-        x = float(value)
+        x = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError):
         what = "a dict without a numeric 'score'" if isinstance(result, dict) else type(result).__name__
         return 0.0, f"returned {what}, not a number"
