@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.harmony_kept import HARMONY_SPECIALS, kept_records, strip_specials
 from trajlab.ingest.verl_jsonl import to_trajectory
 from trajlab.trajectory import analyze_trajectory
 from trajlab.verl.reward import compute_score, reward_keys
@@ -25,6 +26,9 @@ from trajlab.verl.reward import compute_score, reward_keys
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data"
 HELPER = ROOT / "tests" / "helpers" / "verl_reward_check.py"
+KIMI_SPECIALS = ["<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>",
+                 "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                 "<|tool_call_argument_begin|>", "<|tool_call_end|>"]
 TASK = '''import re
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     m = re.findall(r"<answer>(.*?)</answer>", solution_str, re.S)
@@ -68,7 +72,10 @@ def verl_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "type": "object", "properties": {p: {"type": "array", "items": {"type": "string"}}}, "required": [p]}}}
         for n, p in (("search_web", "queries"), ("fetch_web", "urls"))]
     (d / "tools.json").write_text(json.dumps(tools))
+    gpt_oss = [r for s in (29, 30) for r in kept_records(s)]
+    assert [strip_specials(r["output"]) for r in gpt_oss] == [r["output"] for r in _records("gpt_oss_run", (29, 30))]
     spec = {"qwen3": _records("qwen35_xml_run", (60, 120, 140))[:12], "kimi": _records("kimi_k2_run", (28, 30)),
+            "gpt_oss": gpt_oss, "special_families": {"kimi": KIMI_SPECIALS, "gpt_oss": HARMONY_SPECIALS},
             "task_file": str(d / "task.py"), "tools_file": str(d / "tools.json"),
             "tokenizer_dir": str(qwen3_tokenizer_dir())}
     (d / "spec.json").write_text(json.dumps(spec))
@@ -110,13 +117,16 @@ def test_verl_managers_score_real_qwen3_token_ids(verl_results: dict) -> None:
 
 @pytest.mark.slow
 @pytest.mark.verl
-def test_special_token_manager_judges_kimi_as_scan_reads_the_unstripped_text(verl_results: dict) -> None:
-    r, recs = verl_results, verl_results["_spec"]["kimi"]
-    assert all(r["kimi_decode_kept_equal"])
-    assert all("<|tool_call_begin|>" not in s for s in r["kimi_stripped"])  # what verl's own managers see
+@pytest.mark.parametrize("family, marker", [("kimi", "<|tool_call_begin|>"), ("gpt_oss", "<|channel|>")])
+def test_special_token_manager_judges_as_scan_reads_the_unstripped_text(verl_results: dict, family: str,
+                                                                        marker: str) -> None:
+    r, recs = verl_results, verl_results["_spec"][family]
+    assert all(r[f"{family}_decode_kept_equal"])  # the ids are the model's text, special tokens included
+    assert all(marker not in s for s in r[f"{family}_stripped"])  # what verl's own managers decode
     scan = [_scan_verdict(rec, i + 1) for i, rec in enumerate(recs)]
-    assert sum(m for _, m in scan) < sum(c for c, _ in scan)  # the sample has valid and malformed calls
-    assert [(g["tool_calls"], g["malformed_calls"]) for g in r["trajlab_manager_kimi"]] == scan
-    stripped = [(g["tool_calls"], g["malformed_calls"]) for g in r["loop_naive_kimi"]]
-    assert stripped != scan  # judged on the stripped text, valid calls look broken or vanish
-
+    assert 0 < sum(m for _, m in scan) < sum(c for c, _ in scan)  # valid and malformed calls
+    got = r[f"trajlab_manager_{family}"]
+    assert [(g["tool_calls"], g["malformed_calls"]) for g in got] == scan
+    assert all(g["classified"] == 1.0 and g["plugin_errors"] == 0.0 for g in got)
+    if family == "kimi":  # judged on the stripped text, Kimi's valid calls vanish or look broken
+        assert [(g["tool_calls"], g["malformed_calls"]) for g in r["loop_naive_kimi"]] != scan

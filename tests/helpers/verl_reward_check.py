@@ -1,8 +1,8 @@
 """Run trajlab's reward plugin inside verl 0.9.1's own code (executed by the verl venv's python; see
 tests/test_verl_reward_in_verl.py). Usage: PY verl_reward_check.py SPEC.json OUT.json
 
-SPEC: {"qwen3": [{"input", "output", "gts"}...], "kimi": [...], "task_file": PATH, "tools_file": PATH,
-"tokenizer_dir": DIR}. Writes per manager the per-sample results, and the decode checks.
+SPEC: {"qwen3": [{"input", "output", "gts"}...], "kimi": [...], "gpt_oss": [...], "special_families": {family:
+[special tokens]}, "task_file": PATH, "tools_file": PATH, "tokenizer_dir": DIR}. Writes per manager the per-sample results, and the decode checks.
 """
 
 import asyncio
@@ -16,9 +16,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 warnings.filterwarnings("ignore")
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
-KIMI_SPECIALS = ["<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>",
-                 "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
-                 "<|tool_call_argument_begin|>", "<|tool_call_end|>"]
 
 
 def qwen_ids(tok, rec):
@@ -120,28 +117,32 @@ def main(spec_path, out_path):
     res["trajlab_manager_qwen3"] = [plain(tm.loop.run_until_complete(tm.run_single(data[i:i + 1]))["reward_extra_info"])
                                     for i in range(len(data))]
 
-    # Kimi-K2: its markers are special tokens. A real `tokenizers` tokenizer: Qwen3's BPE with Kimi's specials added
+    # Kimi-K2 and gpt-oss: their markers are special tokens. A real `tokenizers` tokenizer each: Qwen3's BPE with
+    # the family's special tokens added (no offline Kimi or gpt-oss tokenizer exists)
     from tokenizers import Tokenizer
 
-    raw = Tokenizer.from_file(os.path.join(spec["tokenizer_dir"], "tokenizer.json"))
-    raw.add_special_tokens(KIMI_SPECIALS)
-    ktok = PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<|endoftext|>")
-    krecs = spec["kimi"]
-    kpairs = [(ktok.encode(r["input"], add_special_tokens=False), ktok.encode(r["output"], add_special_tokens=False))
-              for r in krecs]
-    res["kimi_decode_kept_equal"] = [ktok.decode(r, skip_special_tokens=False) == rec["output"]
-                                     for (_, r), rec in zip(kpairs, krecs, strict=True)]
-    res["kimi_stripped"] = [ktok.decode(r, skip_special_tokens=True) for _, r in kpairs]
-    kdata = batch(ktok, kpairs, krecs, ktok.pad_token_id)
     kcfg = OmegaConf.create({"reward": {"custom_reward_function": {"reward_kwargs": {"task_fn": "none"}},
                                         "reward_manager": {"source": "importlib", "name": "TrajlabRewardManager",
                                                            "module": {"path": "pkg://trajlab.verl.manager"}}}})
-    km = resolve_reward_manager_cls(kcfg)(kcfg, ktok, None)
-    res["trajlab_manager_kimi"] = [plain(km.loop.run_until_complete(km.run_single(kdata[i:i + 1]))["reward_extra_info"])
-                                   for i in range(len(kdata))]
-    kn = LoopNaive(kcfg, ktok, fn)
-    res["loop_naive_kimi"] = [plain(kn.loop.run_until_complete(kn.run_single(kdata[i:i + 1]))["reward_extra_info"])
-                              for i in range(len(kdata))]
+    for fam, specials in spec["special_families"].items():
+        raw = Tokenizer.from_file(os.path.join(spec["tokenizer_dir"], "tokenizer.json"))
+        raw.add_special_tokens(specials)
+        ktok = PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<|endoftext|>")
+        krecs = spec[fam]
+        kpairs = [(ktok.encode(r["input"], add_special_tokens=False),
+                   ktok.encode(r["output"], add_special_tokens=False)) for r in krecs]
+        res[f"{fam}_decode_kept_equal"] = [ktok.decode(r, skip_special_tokens=False) == rec["output"]
+                                          for (_, r), rec in zip(kpairs, krecs, strict=True)]
+        res[f"{fam}_stripped"] = [ktok.decode(r, skip_special_tokens=True) for _, r in kpairs]
+        kdata = batch(ktok, kpairs, krecs, ktok.pad_token_id)
+        km = resolve_reward_manager_cls(kcfg)(kcfg, ktok, None)
+        res[f"trajlab_manager_{fam}"] = [
+            plain(km.loop.run_until_complete(km.run_single(kdata[i:i + 1]))["reward_extra_info"])
+            for i in range(len(kdata))]
+        kn = LoopNaive(kcfg, ktok, fn)
+        res[f"loop_naive_{fam}"] = [
+            plain(kn.loop.run_until_complete(kn.run_single(kdata[i:i + 1]))["reward_extra_info"])
+            for i in range(len(kdata))]
     json.dump(res, open(out_path, "w"))
 
 
