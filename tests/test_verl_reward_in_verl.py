@@ -17,8 +17,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from helpers.harmony_kept import HARMONY_SPECIALS, kept_records, strip_specials
+
 from trajlab.ingest.verl_jsonl import to_trajectory
 from trajlab.trajectory import analyze_trajectory
 from trajlab.verl.reward import compute_score, reward_keys
