@@ -38,7 +38,8 @@ def _legacy_dump(d: Path) -> dict[int, list[dict]]:
 def test_scan_reads_the_plugin_keys_back_and_the_report_plots_them(tmp_path: Path) -> None:
     rows = _legacy_dump(tmp_path / "run")
     out = tmp_path / "out"
-    scan([tmp_path / "run"], out, ScanOptions(jobs=1), progress=False)
+    summary = scan([tmp_path / "run"], out, ScanOptions(jobs=1), progress=False)
+    assert summary.reward_plugin is not None and summary.reward_plugin["trajectories"] == 8 * len(STEPS)
     got = reward_steps(out)
     assert [g["step"] for g in got] == list(STEPS)
     for g in got:
@@ -53,5 +54,5 @@ def test_scan_reads_the_plugin_keys_back_and_the_report_plots_them(tmp_path: Pat
 
 def test_no_plugin_keys_no_rows(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    scan([SAMPLE.parent / "validation"], out, ScanOptions(jobs=1), progress=False)
+    assert scan([SAMPLE.parent / "validation"], out, ScanOptions(jobs=1), progress=False).reward_plugin is None
     assert reward_steps(out) == []

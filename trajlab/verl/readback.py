@@ -38,3 +38,19 @@ def reward_steps(out: Path | str, *, run: str | None = None, split: str | None =
            .agg(pl.len().cast(pl.Int64).alias("trajectories"), *[pl.col(k).sort().mean() for k in MEAN_KEYS])
            .sort(["run", "split", "step"]).collect())
     return agg.to_dicts()
+
+
+def plugin_summary(out: Path | str) -> dict[str, Any] | None:
+    """What a scan says about the plugin's keys: ``{"trajectories", "steps", "splits", "mean_task_score",
+    "mean_format_reward"}`` over the trajectories that carry them, or None when none does."""
+    rows = reward_steps(out)
+    n = sum(r["trajectories"] for r in rows)
+    if not n:
+        return None
+
+    def mean(key: str) -> float:
+        return sum(r[key] * r["trajectories"] for r in rows) / n
+
+    return {"trajectories": n, "steps": len({(r["run"], r["split"], r["step"]) for r in rows}),
+            "splits": sorted({r["split"] for r in rows}), "mean_task_score": mean("task_score"),
+            "mean_format_reward": mean("format_reward")}
