@@ -188,3 +188,14 @@ def test_import_is_light() -> None:
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_task_failure_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """(The only test whose task function raises KeyError: the per-process 'once' is still unused.)"""
+    f = tmp_path / "task_fail.py"
+    f.write_text("def compute_score(**kw):\n    raise KeyError('missing column')\n")
+    with caplog.at_level("WARNING", logger="trajlab.verl"):
+        results = [compute_score("d", GOOD, None, {}, task_fn=str(f)) for _ in range(5)]
+    assert [r["task_failed"] for r in results] == [1.0] * 5
+    msgs = [r.getMessage() for r in caplog.records if "KeyError" in r.getMessage()]
+    assert len(msgs) == 1 and "missing column" in msgs[0]
