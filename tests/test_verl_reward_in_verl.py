@@ -94,8 +94,11 @@ def test_verl_managers_score_real_qwen3_token_ids(verl_results: dict) -> None:
     r, spec = verl_results, verl_results["_spec"]
     recs = spec["qwen3"]
     assert all(r["qwen3_decode_equal"]), "the token ids must decode to exactly the dump's text"
-    kw = {"task_fn": spec["task_file"], "tools": spec["tools_file"], "mode": "additive"}
+    # nested settings reach the plugin as OmegaConf containers through verl's config
+    kw = {"task_fn": spec["task_file"], "tools": spec["tools_file"], "mode": "additive",
+          "weights": {"valid_call": 0.15}, "groups": {"fmt_names_only": ["garbled_function_name"]}}
     keys = set(reward_keys(**kw))
+    assert "fmt_names_only" in keys
     expected = [compute_score("searchqa", rec["output"], rec["gts"], {}, **kw) for rec in recs]
     assert any(e["malformed_calls"] > 0 for e in expected) and any(e["task_score"] == 1.0 for e in expected)
     for name in ("direct", "loop_naive"):

@@ -70,7 +70,8 @@ def main(spec_path, out_path):
     spec = json.load(open(spec_path))
     tok = AutoTokenizer.from_pretrained(spec["tokenizer_dir"])
     res = {}
-    kwargs = {"task_fn": spec["task_file"], "tools": spec["tools_file"], "mode": "additive"}
+    kwargs = {"task_fn": spec["task_file"], "tools": spec["tools_file"], "mode": "additive",
+              "weights": {"valid_call": 0.15}, "groups": {"fmt_names_only": ["garbled_function_name"]}}
 
     def config(name, manager=None):
         cfg = {"reward": {"custom_reward_function": {"path": "pkg://trajlab.verl.reward", "name": name,

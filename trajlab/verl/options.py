@@ -10,7 +10,7 @@ first call (before any step trains on a wrong reward); model text never does.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,10 @@ POLICY_KEYS = ("mode", "format_weight", "gate_score", "gate_adds_format", "weigh
 
 
 def _plain(x: Any) -> Any:
+    """Mappings and sequences as plain dicts and lists (verl hands OmegaConf's DictConfig / ListConfig)."""
     if isinstance(x, Mapping):
         return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
+    if isinstance(x, Sequence) and not isinstance(x, (str, bytes)):
         return [_plain(v) for v in x]
     return x
 

@@ -150,24 +150,15 @@ def _read_policy_file(path: str) -> Any:
         raise TrajlabError(f"reward policy file {path}: not valid YAML: {e}".splitlines()[0]) from None
 
 
-def _plain(x: Any) -> Any:
-    """Mappings/lists as plain dicts and lists (verl hands OmegaConf containers)."""
-    if isinstance(x, Mapping):
-        return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    return x
-
-
 def load_policy(rules_dirs: tuple[str, ...] = (), policy_file: str | None = None,
                 overrides: Mapping[str, Any] | None = None) -> RewardPolicy:
     """The built-in policy, with each user pack's ``reward_policy.yaml``, then ``policy_file``, then ``overrides``
-    merged over it (key by key; a group list given later replaces the earlier one). Categories named in the policy
-    must exist in the taxonomy (built-in plus ``rules_dirs``)."""
+    merged over it (key by key; a group list given later replaces the earlier one). ``overrides`` holds plain
+    data (:func:`trajlab.verl.options.options_from_kwargs` converts verl's OmegaConf containers). Categories named
+    in the policy must exist in the taxonomy (built-in plus ``rules_dirs``)."""
     import json
 
-    return _load_cached(tuple(rules_dirs), policy_file,
-                        json.dumps(_plain(overrides or {}), sort_keys=True, default=str))
+    return _load_cached(tuple(rules_dirs), policy_file, json.dumps(dict(overrides or {}), sort_keys=True, default=str))
 
 
 @lru_cache(maxsize=32)
