@@ -111,6 +111,8 @@ def test_verl_managers_score_real_qwen3_token_ids(verl_results: dict) -> None:
         assert set(r[name]["extra"]) == keys, name
         assert r[name]["rewards"] == pytest.approx([e["score"] for e in expected], abs=1e-6), name
         assert r[name]["extra"]["malformed_calls"] == [e["malformed_calls"] for e in expected]
+    # verl's GDPO advantage takes task_score and format_reward as its reward components
+    assert r["gdpo"]["finite"] and r["gdpo"]["shape"][0] == len(recs) and r["gdpo"]["rows_with_advantage"] > 0
     # trajlab's manager also reads the prompt (tool schemas, the "NO suffix" rule): it judges as scan does
     for i, (g, rec) in enumerate(zip(r["trajlab_manager_qwen3"], recs, strict=True)):
         assert set(g) == keys

@@ -105,6 +105,22 @@ def main(spec_path, out_path):
     legacy = LegacyNaive(tok, num_examine=0, compute_score=fn)(data, return_dict=True)
     res["legacy_naive"] = {"rewards": legacy["reward_tensor"].sum(dim=1).tolist(),
                            "extra": {k: [float(x) for x in v] for k, v in legacy["reward_extra_info"].items()}}
+    # GDPO (algorithm.adv_estimator=gdpo, algorithm.gdpo_reward_keys): verl's advantage over the plugin's keys, which
+    # the trainer puts into non_tensor_batch from reward_extra_info
+    import numpy as np
+    import torch
+    from verl.trainer.ppo.core_algos import compute_gdpo_outcome_advantage
+
+    nt = dict(data.non_tensor_batch)
+    nt.update({k: np.array(v) for k, v in legacy["reward_extra_info"].items()})
+    resp_mask = data.batch["attention_mask"][:, data.batch["prompts"].shape[1]:]
+    adv, _ = compute_gdpo_outcome_advantage(
+        token_level_rewards=legacy["reward_tensor"], response_mask=resp_mask,
+        index=np.array([i // 4 for i in range(len(data))]),
+        config=OmegaConf.create({"gdpo_reward_keys": ["task_score", "format_reward"]}),
+        non_tensor_batch=nt, batch=data.batch)
+    res["gdpo"] = {"finite": bool(torch.isfinite(adv).all()), "shape": list(adv.shape),
+                   "rows_with_advantage": int((adv.abs().sum(dim=1) > 0).sum())}
     bfn = get_custom_reward_fn(config("compute_score_batch"))
     batch_out = BatchRewardManager(tok, 0, bfn, **kwargs)(data, return_dict=True)
     res["legacy_batch"] = {"rewards": batch_out["reward_tensor"].sum(dim=1).tolist(),
