@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from trajlab.errors import TrajlabError
-from trajlab.trajectory import TURN_CLASSIFY_CHARS
 
+#: characters of one response classified by default: 1 Mi (about 260k tokens, beyond any rollout.response_length);
+#: every assistant turn also keeps scan's per-turn caps (:data:`trajlab.trajectory.TURN_CLASSIFY_CHARS`, calls)
+RESPONSE_CLASSIFY_CHARS = 1 << 20
 #: reward_kwargs the plugin reads itself
 OWN_KEYS = frozenset({"tools", "tool_format", "task_fn", "policy", "rules", "mode", "format_weight", "gate_score",
                       "gate_adds_format", "weights", "penalties", "groups", "max_chars"})
@@ -59,7 +61,7 @@ class RewardOptions:
     policy: str | None = None
     rules_dirs: tuple[str, ...] = ()
     policy_overrides: str = "{}"
-    max_chars: int = TURN_CLASSIFY_CHARS
+    max_chars: int = RESPONSE_CLASSIFY_CHARS
 
     def __post_init__(self) -> None:
         from trajlab.toolcalls import KNOWN_FORMATS
@@ -109,7 +111,7 @@ def options_from_kwargs(own: Mapping[str, Any]) -> RewardOptions:
         rules_dirs = tuple(p for p in rules.split(",") if p)
     else:
         rules_dirs = tuple(str(p) for p in _plain(rules))
-    max_chars = own.get("max_chars", TURN_CLASSIFY_CHARS)
+    max_chars = own.get("max_chars", RESPONSE_CLASSIFY_CHARS)
     if isinstance(max_chars, str) and max_chars.strip().isdigit():
         max_chars = int(max_chars)
     overrides = {k: _plain(own[k]) for k in POLICY_KEYS if k in own}
