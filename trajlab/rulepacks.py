@@ -21,8 +21,20 @@ from trajlab.errors import TrajlabError
 
 
 def builtin_rules_dir() -> Path:
-    """Directory of the built-in rule packs."""
-    return Path(str(resources.files("trajlab.rules")))
+    """Directory of the built-in rule packs.
+
+    Installed (wheel or editable), that is the package ``trajlab.rules``; a source checkout put on ``PYTHONPATH``
+    without installing (e.g. inside a training job's own environment) has no such package, and the checkout's
+    top-level ``rules/`` is used.
+    """
+    try:
+        return Path(str(resources.files("trajlab.rules")))
+    except ModuleNotFoundError:
+        here = Path(__file__).resolve().parents[1] / "rules"
+        if (here / "taxonomy.yaml").is_file():
+            return here
+        raise TrajlabError("the built-in rules (package trajlab.rules) are missing: reinstall trajlab "
+                           "(pip install trajlab)") from None
 
 
 def _merge(base: Any, extra: Any) -> Any:
@@ -33,6 +45,19 @@ def _merge(base: Any, extra: Any) -> Any:
         return out
     if isinstance(base, list) and isinstance(extra, list):
         return base + extra
+    return extra
+
+
+def merge_rules(base: Any, extra: Any, *, replace_lists: bool = False) -> Any:
+    """``extra`` merged over ``base`` as user packs are (mappings key by key; lists appended, or replaced with
+    ``replace_lists``)."""
+    if not replace_lists:
+        return _merge(base, extra)
+    if isinstance(base, dict) and isinstance(extra, dict):
+        out = dict(base)
+        for k, v in extra.items():
+            out[k] = merge_rules(base[k], v, replace_lists=True) if k in base else v
+        return out
     return extra
 
 

@@ -58,6 +58,12 @@ def report(out: Path | str, output_html: Path | str, options: ReportOptions | No
             figs["categories"] = charts.category_chart(
                 col["step"], col["calls"], data.categories, col["malformed_calls"], warn, data.split,
                 window=data.window)
+    from trajlab.verl.readback import reward_steps
+
+    rw = reward_steps(out, run=data.run, split=data.split)
+    if len(rw) > 1:  # the verl reward plugin's keys in the dumps
+        figs["reward"] = charts.reward_chart([r["step"] for r in rw], [r["task_score"] for r in rw],
+                                             [r["format_reward"] for r in rw], data.split)
     if len(data.runs) > 1:
         from trajlab.report.data import auto_window
 

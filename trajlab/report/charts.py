@@ -379,3 +379,18 @@ def _pct_label(v: float) -> str:
     if v != v:
         return ""
     return f"{v:.1%}" if v < 0.1 else f"{v:.0%}"
+
+
+def reward_chart(steps: Sequence[int], task: Sequence[float | None], fmt: Sequence[float | None], split: str) -> str:
+    """Mean task reward and mean format reward per step (the verl reward plugin's keys read back from dumps)."""
+    plt = _plt()
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(9.5, 3.2))
+        ax.plot(steps, _nan(task), color=PALETTE[0], linewidth=2.0, label="task reward (task_score)")
+        ax.plot(steps, _nan(fmt), color=PALETTE[1], linewidth=2.0, label="format reward (format_reward)")
+        ax.axhline(0, color="#999", linewidth=0.8)
+        ax.set_title(f"Task vs. format reward per step ({split} split)", loc="left")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("mean per trajectory")
+        ax.legend(loc="best")
+        return to_svg(fig)

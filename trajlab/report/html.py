@@ -451,6 +451,7 @@ def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> 
 {_warning_callout(d)}
 {first_rot}
 {figure(charts["overview"], ov_cap, "overview") if "overview" in charts else '<p class="muted">No steps to plot.</p>'}
+{figure(charts["reward"], "Mean task_score and format_reward per step, from the keys trajlab's verl reward plugin wrote into the dumps.", "reward") if "reward" in charts else ""}
 <h2 id="categories">Malformed calls per step, by category</h2>
 {figure(charts["categories"], cat_cap, "categories") if "categories" in charts else ""}
 {_category_table(d)}

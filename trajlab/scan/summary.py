@@ -45,6 +45,8 @@ class ScanSummary:
     #: per file: which engine read it and why the columnar engine did not (``file``, ``engine``, ``fallback``)
     engines: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0
+    #: the verl reward plugin's keys found in the dumps (:func:`trajlab.verl.readback.plugin_summary`), or None
+    reward_plugin: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (``--json``, ``manifest.json``). With one run, the per-step rows do not repeat its name,
@@ -121,6 +123,9 @@ def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float)
     s.early_warning = first_warning(warnings)
     s.runs = run_summaries(steps, warnings)
     s.engines = [{"file": e.rel, **file_engine(e.stats)} for e in keep]
+    from trajlab.verl.readback import plugin_summary
+
+    s.reward_plugin = plugin_summary(out)
     s.elapsed_s = round(elapsed, 3)
     return s
 

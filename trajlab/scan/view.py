@@ -97,6 +97,10 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
         fell = sum(1 for e in engines if e["fallback"])
         head.add_row("engines", ", ".join(f"{k} {v} file{'s' if v != 1 else ''}" for k, v in sorted(n.items()))
                      + (f" ({fell} fell back to records: see manifest.json)" if fell else ""))
+    rp = getattr(s, "reward_plugin", None)
+    if rp:
+        head.add_row("reward plugin", f"{rp['trajectories']:,} trajectories carry trajlab's verl reward keys "
+                     f"(mean task_score {rp['mean_task_score']:.3f}, format_reward {rp['mean_format_reward']:.3f})")
     if s.ingest_errors:
         head.add_row("ingest errors", Text(f"{s.ingest_errors} (see ingest_errors.parquet)", style="yellow"))
     skipped = getattr(s, "skipped", None) or []

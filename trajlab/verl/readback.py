@@ -1,0 +1,56 @@
+"""The reward plugin's keys read back from a scan of verl dumps: task vs. format reward per step.
+
+verl writes the keys ``compute_score`` returns into legacy training dumps and validation dumps (V1 training dumps
+carry none); ``scan`` keeps every key it does not map in ``trajectories.extra`` (JSON). :func:`reward_steps`
+averages the plugin's keys per (run, split, step) over the trajectories that carry them; the report plots them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trajlab.tables import table_path
+
+#: the keys that mark a record as scored by the plugin (all of them must be present)
+MARKER_KEYS = ("task_score", "format_reward", "malformed_calls")
+#: the keys averaged per step
+MEAN_KEYS = ("score", "task_score", "format_reward", "tool_calls", "malformed_calls", "verl_dropped_calls")
+
+
+def reward_steps(out: Path | str, *, run: str | None = None, split: str | None = None) -> list[dict[str, Any]]:
+    """Per (run, split, step), sorted: ``trajectories`` (that carry the plugin's keys) and the mean of each of
+    :data:`MEAN_KEYS`. Empty when no trajectory carries them."""
+    import polars as pl
+
+    path = table_path(out, "trajectories")
+    if not Path(path).is_file():
+        return []
+    lf = pl.scan_parquet(path).select("run", "split", "step", "extra")
+    if run is not None:
+        lf = lf.filter(pl.col("run") == run)
+    if split is not None:
+        lf = lf.filter(pl.col("split") == split)
+    lf = lf.filter(pl.col("extra").is_not_null() & pl.col("step").is_not_null())
+    cols = [pl.col("extra").str.json_path_match(f"$.{k}").cast(pl.Float64, strict=False).alias(k) for k in MEAN_KEYS]
+    df = lf.with_columns(cols).filter(pl.all_horizontal(pl.col(k).is_not_null() for k in MARKER_KEYS))
+    agg = (df.group_by(["run", "split", "step"])
+           .agg(pl.len().cast(pl.Int64).alias("trajectories"), *[pl.col(k).sort().mean() for k in MEAN_KEYS])
+           .sort(["run", "split", "step"]).collect())
+    return agg.to_dicts()
+
+
+def plugin_summary(out: Path | str) -> dict[str, Any] | None:
+    """What a scan says about the plugin's keys: ``{"trajectories", "steps", "splits", "mean_task_score",
+    "mean_format_reward"}`` over the trajectories that carry them, or None when none does."""
+    rows = reward_steps(out)
+    n = sum(r["trajectories"] for r in rows)
+    if not n:
+        return None
+
+    def mean(key: str) -> float:
+        return sum(r[key] * r["trajectories"] for r in rows) / n
+
+    return {"trajectories": n, "steps": len({(r["run"], r["split"], r["step"]) for r in rows}),
+            "splits": sorted({r["split"] for r in rows}), "mean_task_score": mean("task_score"),
+            "mean_format_reward": mean("format_reward")}
