@@ -397,6 +397,15 @@ def _drift_section(d: ReportData, charts: dict[str, str]) -> str:
     return "".join(parts)
 
 
+def _manifest_note(d: ReportData) -> str:
+    """A warning line when the scan's manifest.json was damaged (the report then comes from the tables alone)."""
+    if not d.manifest_problem:
+        return ""
+    return (f'<div class="callout">{e(d.manifest_problem)}: the input list and the scan\'s recorded early warning are '
+            "not shown (the early warning is recomputed from the steps table). Re-run the same <code>trajlab scan"
+            f" ... -o {e(d.out)}</code> to rewrite it.</div>\n")
+
+
 def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> str:
     """The complete HTML document."""
     nav = ['<a href="#runs">runs</a>'] if len(d.runs) > 1 else []
@@ -444,7 +453,7 @@ def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> 
 <main>
 <h1>{e(title)}</h1>
 <p class="lead">{src}scan <code>{e(d.out)}</code> · trajlab {e(version)} · schema {e(d.manifest.get("schema_version", "–"))}</p>
-<nav>{"".join(nav)}</nav>
+{_manifest_note(d)}<nav>{"".join(nav)}</nav>
 {_runs_section(d, charts)}
 <h2 id="overview">Run overview{f": <code>{e(d.run)}</code>" if d.run else ""}</h2>
 {_cards(d)}

@@ -101,13 +101,15 @@ def check_resume_options(out: Path, label: str, opts: dict[str, Any]) -> None:
     from trajlab.errors import TrajlabError, param
 
     prev: dict[str, Any] | None = None
+    from trajlab.outpaths import read_json_object
+
     for src in (_options_path(out, label), label_dir(out, label) / "manifest.json"):
-        try:
-            raw = json.loads(src.read_text())
-        except (OSError, ValueError):
+        raw, _ = read_json_object(src)
+        if not raw:  # missing or damaged: the next source, else nothing to compare with
             continue
         if src.name == "manifest.json":
-            raw = {"checkpoint": raw.get("checkpoint", {}).get("path"), "tokenizer": raw.get("tokenizer"),
+            ck = raw.get("checkpoint")
+            raw = {"checkpoint": ck.get("path") if isinstance(ck, dict) else None, "tokenizer": raw.get("tokenizer"),
                    "dtype": raw.get("dtype"), "tokens_mode": raw.get("tokens_mode"),
                    "thresholds": raw.get("thresholds")}
         prev = raw
@@ -278,8 +280,11 @@ def write_drift_json(out: Path, reference: str | None, quantile: float, checkpoi
     from trajlab.atomic import atomic_write_json
 
     p = Path(out) / "rescore" / "drift.json"
-    atomic_write_json(p, {"reference": reference, "calibration_quantile": quantile,
-                          "checkpoints": {c.label: {k: getattr(c, k) for k in _DRIFT_KEYS} for c in checkpoints}})
+    from trajlab.ownfiles import marked_json
+
+    atomic_write_json(p, marked_json("rescore drift", {
+        "reference": reference, "calibration_quantile": quantile,
+        "checkpoints": {c.label: {k: getattr(c, k) for k in _DRIFT_KEYS} for c in checkpoints}}))
     return p
 
 
