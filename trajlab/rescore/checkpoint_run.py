@@ -77,6 +77,7 @@ def run_checkpoint(
             done = outputs.prepare_resume(out, ref.label)
         else:
             outputs.clear_parts(pdir)
+            outputs.clear_merged(out, ref.label)  # replaced: never folded into a later --resume
         outputs.write_resume_options(out, ref.label, run_opts)
     dist_mod.barrier(info)
     if resume and not info.is_main:

@@ -14,8 +14,13 @@ Layout under the scan directory ``OUT``::
 Each rank writes one part per block of trajectories, ``trajectory_scores`` last: a part whose
 ``trajectory_scores`` file exists is complete, anything else is a leftover of an interrupted run and is deleted
 on ``--resume``. Resume also folds the merged tables of an earlier complete run back into the parts, so the
-final merge always covers every trajectory scored so far. Merged tables are sorted by their key, so the bytes
-do not depend on how the work was split across ranks or runs.
+final merge always covers every trajectory scored so far -- but only when no complete part is left: merged
+tables beside complete parts were either made from those very parts (a run killed between the merge and the
+removal of its parts) or belong to an older run that a fresh run is replacing, and folding them would count
+rows twice. The parts are removed ``trajectory_scores`` first, so a removal cut short leaves no part that looks
+complete. A fresh (non-resume) run drops the checkpoint's earlier merged tables before it starts. Merged tables
+are sorted by their key, so the bytes do not depend on how the work was split across ranks or runs, and a
+resumed run ends byte for byte where a clean run does.
 """
 
 from __future__ import annotations
@@ -73,8 +78,21 @@ def write_part(pdir: Path, rank: int, seq: int, tables: dict[str, pa.Table | Seq
 
 
 def clear_parts(pdir: Path) -> None:
+    """Remove the parts directory, ``trajectory_scores`` first (a removal cut short leaves no complete part)."""
     if pdir.exists():
+        marks = pdir / "trajectory_scores"
+        if marks.exists():
+            shutil.rmtree(marks)
         shutil.rmtree(pdir)
+
+
+def clear_merged(out: Path, label: str) -> None:
+    """Remove a checkpoint's merged tables and manifest (a fresh run is replacing them; ``trajectory_scores``
+    first, so a removal cut short leaves nothing that ``--resume`` would fold back in)."""
+    ldir = label_dir(out, label)
+    for key, _spec in reversed(PER_CHECKPOINT):
+        (ldir / f"{key}.parquet").unlink(missing_ok=True)
+    (ldir / "manifest.json").unlink(missing_ok=True)
 
 
 def complete_parts(pdir: Path) -> list[str]:
@@ -127,7 +145,11 @@ def prepare_resume(out: Path, label: str) -> set[str]:
     """Drop incomplete parts, fold an earlier merged result into the parts, return the ids already scored."""
     ldir = label_dir(out, label)
     pdir = parts_dir(out, label)
-    if (ldir / "trajectory_scores.parquet").exists():
+    if complete_parts(pdir):
+        # merged tables beside complete parts: made from them (killed before the parts were removed), or an
+        # older run's that a fresh run replaces; the parts are what this run continues, never both
+        clear_merged(out, label)
+    elif (ldir / "trajectory_scores.parquet").exists():
         # a finished earlier run: its merged tables become part r999-000000 (kept by the next merge)
         for key, _spec in PER_CHECKPOINT:
             src = ldir / f"{key}.parquet"
