@@ -25,7 +25,7 @@ CSS = """
 * { box-sizing: border-box; }
 body { margin: 0; color: var(--fg); background: var(--bg);
        font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "DejaVu Sans", sans-serif; }
-main { max-width: 1080px; margin: 0 auto; padding: 24px 28px 60px; }
+main { max-width: 1080px; margin: 0 auto; padding: 24px 28px 60px; overflow-wrap: anywhere; }
 h1 { font-size: 26px; margin: 8px 0 2px; }
 h2 { font-size: 20px; margin: 40px 0 8px; padding-top: 12px; border-top: 1px solid var(--line); }
 h3 { font-size: 16px; margin: 0 0 6px; }
@@ -49,6 +49,7 @@ table { border-collapse: collapse; width: 100%; margin: 10px 0; font-size: 14px;
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { background: var(--card); font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; overflow-wrap: normal; }
 .bar { display: inline-block; height: 10px; background: #d62728; border-radius: 2px; vertical-align: middle; }
 .ex { border: 1px solid var(--line); border-radius: 8px; margin: 16px 0; overflow: hidden; }
 .ex header { background: var(--card); padding: 8px 12px; border-bottom: 1px solid var(--line); }
