@@ -19,9 +19,12 @@ pytest.importorskip("transformers")
 
 from helpers.rescore_scan_data import scan_run  # noqa: E402
 
-from trajlab.rescore import RescoreOptions, rescore  # noqa: E402
+from trajlab.rescore import (  # noqa: E402
+    RescoreOptions,
+    rescore,
+    scoring,  # noqa: E402
+)
 from trajlab.rescore import outputs as outputs_mod  # noqa: E402
-from trajlab.rescore import scoring  # noqa: E402
 
 CKPT = Path(__file__).resolve().parents[1] / "sample_data" / "demo_checkpoints" / "global_step_20"
 LABEL = "global_step_20"
