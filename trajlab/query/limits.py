@@ -110,14 +110,7 @@ class Deadline:
         if self.fired:
             return TrajlabError(f"query interrupted after {param('timeout_s')} {self.seconds:g} s",
                                 hint=f"narrow the query (WHERE, LIMIT) or raise {param('timeout_s')}")
-        msg = duckdb_message(e)
-        if "max_temp_directory_size" in msg or "out of memory" in msg.lower():
-            # DuckDB's own advice (SET / PRAGMA) cannot work on a locked read-only connection: say what can
-            which = "the spill bound" if "max_temp_directory_size" in msg else "the memory limit"
-            return TrajlabError(f"{msg.splitlines()[0]} (the query needs more than {which})",
-                                hint=f"narrow the query (WHERE, LIMIT, fewer columns), or raise "
-                                     f"{param('memory_limit')} / {param('max_temp_size')}")
-        return TrajlabError(msg)
+        return query_error(e)
 
     def failure(self, e: Exception) -> Exception:
         """What a failed query raises: :meth:`error` for a DuckDB or Arrow error, and for any error once the
@@ -125,6 +118,19 @@ class Deadline:
         if isinstance(e, TrajlabError) and not self.fired:
             return e
         return self.error(e)
+
+
+def query_error(e: Exception) -> TrajlabError:
+    """The one-line error for a failed DuckDB query: DuckDB's message, except that running out of memory or of
+    spill space says which bound was hit and how to raise it (DuckDB's own advice, ``SET`` / ``PRAGMA``, cannot
+    work on trajlab's locked read-only connection)."""
+    msg = duckdb_message(e)
+    if "max_temp_directory_size" in msg or "out of memory" in msg.lower():
+        which = "the spill bound" if "max_temp_directory_size" in msg else "the memory limit"
+        return TrajlabError(f"{msg.splitlines()[0]} (the query needs more than {which})",
+                            hint=f"narrow the query (WHERE, LIMIT, fewer columns), or raise "
+                                 f"{param('memory_limit')} / {param('max_temp_size')}")
+    return TrajlabError(msg)
 
 
 def duckdb_message(e: Exception) -> str:
