@@ -143,7 +143,7 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
         if tmp:
             commit_temp(tmp, dest)  # type: ignore[arg-type]
             tmp = None
-            if fmt in ("json", "jsonl"):  # rows only, no room for a mark inside: a sidecar marks them
+            if fmt in ("json", "jsonl") and dest is not None:  # rows only, no room for a mark inside: a sidecar
                 from trajlab.ownfiles import write_sidecar
 
                 write_sidecar(dest, EXPORT_KIND)
