@@ -137,7 +137,7 @@ def register(app: typer.Typer) -> None:
         if query is None:
             if fmt != "table" or output is not None:
                 raise TrajlabError("--format/-o need a QUERY")
-            _print_views(q.list_views(out), console)
+            _print_views(q.list_views(out), console, out)
             err_console.print(f'[dim]try: trajlab sql {escape(str(out))} "SELECT function_name, nearest_tool, calls FROM '
                               f'garbled_names LIMIT 10"[/]', highlight=False, soft_wrap=True)
             return
@@ -169,11 +169,14 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"[dim]{n} row{'s' if n != 1 else ''} written to {escape(str(output))}[/]")
 
 
-def _print_views(infos: list[Any], console: Any) -> None:
+def _print_views(infos: list[Any], console: Any, out: Path) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title="views (trajlab sql OUT \"SELECT ...\")", title_justify="left", header_style="bold",
+    from trajlab.errors import shell_word
+
+    t = Table(title=escape(f"views (trajlab sql {shell_word(out)} \"SELECT ...\")"), title_justify="left",
+              header_style="bold",
               show_lines=True)
     t.add_column("view")
     t.add_column("kind")
