@@ -128,3 +128,21 @@ def test_a_damaged_or_foreign_parquet_is_not_mistaken_for_ours(tmp_path: Path) -
     ctl = tmp_path / "ctl.parquet"  # a mark whose text would drive the terminal is shown inert
     pq.write_table(pa.table({"a": [1]}).replace_schema_metadata({PARQUET_KEY: b"\x1b[2Jboom"}), ctl)
     assert own_output(ctl) == "?[2Jboom"
+
+
+def test_a_scan_with_a_long_manifest_is_still_an_output_directory(scanned: dict[str, Path], tmp_path: Path) -> None:
+    """The manifest's mark is its first key: thousands of inputs listed before ``trajlab_version`` (keys sort) no
+    longer hide that a directory is a scan output (so it is neither scanned as dumps nor refused as ``-o``)."""
+    from trajlab.outpaths import MARKER, check_out_dir, output_kind
+
+    old = tmp_path / "dumps" / "old_scan"
+    shutil.copytree(scanned["out"], old)
+    (old / MARKER).unlink()  # as a scan from before the marker file, or one whose marker was lost
+    m = json.loads((old / "manifest.json").read_text(encoding="utf-8"))
+    m["inputs"] = m["inputs"] * 2000
+    (old / "manifest.json").write_text(json.dumps(m, indent=2, sort_keys=True), encoding="utf-8")
+    assert (old / "manifest.json").stat().st_size > 1 << 20
+    assert output_kind(old) == "scan" and check_out_dir(old, kind="scan") == old
+    _dumps(tmp_path / "dumps")
+    files, _, skipped = find_inputs([tmp_path / "dumps"])
+    assert len(files) == 2 and "old_scan/: a trajlab output directory" in skipped

@@ -33,6 +33,8 @@ from trajlab.errors import TrajlabError
 MARKER = ".trajlab-output"
 _MANIFEST = "manifest.json"
 _REPORT_TAG = b'<meta name="generator" content="trajlab'
+#: the ``$trajlab`` mark of a manifest (:mod:`trajlab.ownfiles`) -> the output kind of its directory
+_MARKED_KINDS = {"scan manifest": "scan", "sft pool manifest": "sft_pool"}
 
 
 def _why(e: OSError) -> str:
@@ -57,6 +59,11 @@ def output_kind(d: Path) -> str | None:
             head = f.read(1 << 16)
     except OSError:
         return None
+    from trajlab.ownfiles import json_head_kind
+
+    marked = json_head_kind(head.encode("utf-8", "replace"))  # the first key: a long inputs list cannot hide it
+    if marked in _MARKED_KINDS:
+        return _MARKED_KINDS[marked]
     if '"trajlab_version"' not in head:
         return None
     if '"merge_key"' in head or '"tables"' in head:

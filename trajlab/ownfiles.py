@@ -125,6 +125,13 @@ def _shown(kind: str) -> str:
     return text[:60] or "unnamed"
 
 
+def json_head_kind(head: bytes) -> str | None:
+    """The kind a JSON file trajlab wrote names in its first bytes (``{"$trajlab": "scan manifest", ...``), or
+    ``None`` when ``head`` does not start with trajlab's mark."""
+    m = _JSON_HEAD.match(head)
+    return _shown(m.group(1).decode("utf-8", "replace")) if m else None
+
+
 def own_output(path: str | Path) -> str | None:
     """What trajlab output the data file ``path`` is (``"calls"``, ``"sql export"``, ``"scan manifest"``, ...),
     or ``None`` when trajlab did not write it (or it was edited since; see the module's marks)."""
@@ -141,7 +148,5 @@ def own_output(path: str | Path) -> str | None:
                 head = f.read(4096)
         except OSError:
             return None
-        m = _JSON_HEAD.match(head)
-        if m:
-            return _shown(m.group(1).decode("utf-8", "replace"))
+        return json_head_kind(head)
     return None
