@@ -76,7 +76,7 @@ def test_pick_by_step_and_index_follows_dump_order(run: Path) -> None:
     ids = [r["trajectory_id"] for r in sql(run, f"SELECT trajectory_id FROM trajectories_at({step})").to_pylist()]
     con, buf = _console()
     assert show(run, None, ShowOptions(step=step, index=2), console=con).trajectory["trajectory_id"] == ids[2]
-    assert f"#2 of {len(ids)}" in _plain(buf.getvalue())
+    assert f"--index 2: 3 of {len(ids)} at this step" in _plain(buf.getvalue())  # 0-based --index, 1-based count
     assert show(run, None, ShowOptions(step=step, index=-1), console=_console()[0]).trajectory["trajectory_id"] == ids[-1]
     assert show(run, None, ShowOptions(step=step), console=_console()[0]).trajectory["trajectory_id"] == ids[0]
     with pytest.raises(TrajlabError, match=f"step {step} has {len(ids)} trajectories"):

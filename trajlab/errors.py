@@ -25,6 +25,13 @@ _REF = re.compile(f"{_OPEN}([^{_SEP}{_CLOSE}]*){_SEP}([vm]?){_SEP}([^{_CLOSE}]*)
 Namer = Callable[[str], str]
 
 
+def shell_word(value: object) -> str:
+    """``value`` (a path) as one shell word for a command line in a hint, quoted only when it must be."""
+    import shlex
+
+    return shlex.quote(str(value))
+
+
 def param(name: str, value: object = None, *, metavar: str | None = None) -> str:
     """A reference to the library parameter ``name`` for a :class:`TrajlabError` message or hint.
 

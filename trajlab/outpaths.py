@@ -24,6 +24,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from trajlab.atomic import TEMP_NAME
 from trajlab.errors import TrajlabError
@@ -32,6 +33,8 @@ from trajlab.errors import TrajlabError
 MARKER = ".trajlab-output"
 _MANIFEST = "manifest.json"
 _REPORT_TAG = b'<meta name="generator" content="trajlab'
+#: the ``$trajlab`` mark of a manifest (:mod:`trajlab.ownfiles`) -> the output kind of its directory
+_MARKED_KINDS = {"scan manifest": "scan", "sft pool manifest": "sft_pool"}
 
 
 def _why(e: OSError) -> str:
@@ -56,6 +59,11 @@ def output_kind(d: Path) -> str | None:
             head = f.read(1 << 16)
     except OSError:
         return None
+    from trajlab.ownfiles import json_head_kind
+
+    marked = json_head_kind(head.encode("utf-8", "replace"))  # the first key: a long inputs list cannot hide it
+    if marked in _MARKED_KINDS:
+        return _MARKED_KINDS[marked]
     if '"trajlab_version"' not in head:
         return None
     if '"merge_key"' in head or '"tables"' in head:
@@ -63,6 +71,34 @@ def output_kind(d: Path) -> str | None:
     if '"ratio"' in head or '"kinds"' in head:
         return "sft_pool"
     return "unknown"
+
+
+def read_json_object(path: str | Path) -> tuple[dict[str, Any], str | None]:
+    """The JSON object a trajlab file holds (a ``manifest.json``), read without trusting it.
+
+    ``({}, None)`` when the file does not exist; ``({}, why)`` when it cannot be read or is not one JSON object
+    (empty, invalid, a list, nested too deep); else ``(object, None)``. Every reader of a manifest goes through
+    here, so a damaged one gives a degraded result or a one-line error, never a traceback.
+    """
+    p = Path(path)
+    try:
+        if not p.is_file():
+            return {}, None
+        with open(p, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        return {}, f"{p.name} cannot be read ({_why(e)})"
+    if not raw.strip():
+        return {}, f"{p.name} is empty"
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return {}, f"{p.name} is not valid JSON"
+    if not isinstance(obj, dict):
+        kind = {"list": "list", "str": "string", "int": "number", "float": "number", "bool": "boolean"}.get(
+            type(obj).__name__, "null")
+        return {}, f"{p.name} holds a JSON {kind}, not an object"
+    return obj, None
 
 
 def inside_trajlab_output(path: Path) -> Path | None:

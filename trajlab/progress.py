@@ -31,5 +31,9 @@ __all__ = [
 def progress_bar(*columns: str | ProgressColumn, enabled: bool = True, transient: bool = True) -> Progress:
     """A rich :class:`~rich.progress.Progress` with ``columns`` on stderr; it draws nothing unless ``enabled``.
     ``transient`` bars vanish when done (the command prints its own summary); others stay on screen. The
-    console is looked up when the bar is made, so a replaced :data:`trajlab.console.err_console` is honoured."""
-    return Progress(*columns, console=console.err_console, disable=not enabled, transient=transient)
+    console is looked up when the bar is made, so a replaced :data:`trajlab.console.err_console` is honoured.
+    A transient bar on a stderr that is not a terminal (a log file, a pipe) draws nothing: it could not be
+    redrawn in place and would leave only a blank line behind."""
+    err = console.err_console
+    return Progress(*columns, console=err, disable=not enabled or (transient and not err.is_terminal),
+                    transient=transient)

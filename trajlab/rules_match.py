@@ -11,7 +11,6 @@ tokens or hints does not change the spans.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,11 +72,10 @@ def check_scan_rules(out: str | Path, rules_dirs: Iterable[str | Path]) -> Rules
     files the scan used changed since (its recorded hash no longer matches them) or when the classifier files of
     ``rules_dirs`` differ from those of the scan's packs.
     """
-    try:
-        manifest = json.loads((Path(out) / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("rules_hash"), str):
+    from trajlab.outpaths import read_json_object
+
+    manifest, _ = read_json_object(Path(out) / "manifest.json")
+    if not isinstance(manifest.get("rules_hash"), str):
         return None
     opts = manifest.get("options")
     if not isinstance(opts, dict):

@@ -20,6 +20,7 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 
 from trajlab.atomic import atomic_path
+from trajlab.ownfiles import PARQUET_KEY
 
 #: Bumped whenever a column is added, removed, renamed or changes type.
 #: 1.1: calls.verl_executes, calls.verl_function_name, calls.verl_arguments (verl's reading of each call).
@@ -48,7 +49,7 @@ class TableSpec:
     def schema(self) -> pa.Schema:
         return pa.schema(
             [pa.field(c.name, c.type, nullable=c.nullable) for c in self.columns],
-            metadata={b"trajlab.table": self.name.encode(), b"trajlab.schema_version": SCHEMA_VERSION.encode()},
+            metadata={PARQUET_KEY: self.name.encode(), b"trajlab.schema_version": SCHEMA_VERSION.encode()},
         )
 
     @property

@@ -67,6 +67,7 @@ class WatchOptions:
     input_format: str | None = None
     tool_format: str | None = None
     rules_dirs: tuple[str, ...] = ()
+    jobs: int = 1  # worker processes of each publish's scan, as ScanOptions.jobs (0 = one per CPU)
 
 
 @dataclass
@@ -153,9 +154,9 @@ class Watcher:
             raise InputError(f"{param('interval')} {opts.interval}: must be > 0")
         if opts.fail_above is not None and not 0 <= opts.fail_above <= 1:
             raise InputError(f"{param('fail_above')} {opts.fail_above}: must be a rate between 0 and 1")
-        #: what each publish scans with (one worker: watch runs beside training)
+        #: what each publish scans with (one worker by default: watch runs beside training)
         self.scan_request = ScanOptions(tools=opts.tools, input_format=opts.input_format, tool_format=opts.tool_format,
-                                        rules_dirs=tuple(opts.rules_dirs), jobs=1, runs=dict(opts.runs))
+                                        rules_dirs=tuple(opts.rules_dirs), jobs=opts.jobs, runs=dict(opts.runs))
         self.scan_opts: WorkerOptions = worker_options(self.scan_request)
         self.files: dict[str, _File] = {}
         self.trips: list[Trip] = []

@@ -49,6 +49,11 @@ def tools_option(help: str = "Tool schemas: JSON list of OpenAI tools, or verl t
     return typer.Option(None, "--tools", help=help)
 
 
+def jobs_option(default: int, help: str = "Worker processes (0 = one per CPU).") -> Any:
+    """``--jobs/-j N``: worker processes that classify the dumps (``scan``, ``watch``; 0 = one per CPU)."""
+    return typer.Option(default, "--jobs", "-j", help=help)
+
+
 def input_format_option() -> Any:
     """``--format``: the dump's input format (``scan``, ``watch``)."""
     return typer.Option("auto", "--format", help=f"Input format: {', '.join(INPUT_FORMAT_NAMES)}.")

@@ -48,4 +48,13 @@ def register(app: typer.Typer) -> None:
                                 examples_per_category=examples, window=window, run=run)
         path = report(out, html, options)
         size = path.stat().st_size
+        from pathlib import Path
+
+        from trajlab.console import warn
+        from trajlab.outpaths import read_json_object
+
+        damaged = read_json_object(Path(out) / "manifest.json")[1]
+        if damaged:
+            warn(f"{damaged}: the report was made from the tables alone (no input list, early warning recomputed); "
+                 f"re-run the scan into {out} to rewrite it")
         console.print(f"wrote [bold]{escape(str(path))}[/] ({size / 1024:.0f} KiB)", highlight=False)

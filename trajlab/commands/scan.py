@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
         input_format: str = opt.input_format_option(),
         tool_format: str = opt.tool_format_option(),
         rules: list[Path] = opt.rules_option(),
-        jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes (0 = one per CPU)."),
+        jobs: int = opt.jobs_option(0),
         strict: bool = typer.Option(False, "--strict", help="Exit 2 if any record could not be read."),
         as_json: bool = opt.json_option("Print the summary as JSON instead of a table."),
         fail_above: float | None = typer.Option(None, "--fail-above", help="Exit 3 if the malformed-call rate of the last --window steps exceeds RATE (0-1)."),

@@ -101,10 +101,16 @@ def register(app: typer.Typer) -> None:
             help="--format table: one block per row, or one table (default: vertical when the columns do not fit)."),
         max_width: int = typer.Option(80, "--max-width", help="Longest cell shown by --format table (0: no limit)."),
         timeout: float = typer.Option(300.0, "--timeout", help="Interrupt the query after this many seconds (0: no limit)."),
+        memory_limit: str | None = typer.Option(
+            None, "--memory-limit", metavar="SIZE",
+            help="Most memory DuckDB may use, e.g. 4GiB (default: a quarter of RAM, at most 8 GiB)."),
+        max_temp_size: str | None = typer.Option(
+            None, "--max-temp-size", metavar="SIZE",
+            help="Most DuckDB may spill to the temp directory, e.g. 20GiB (default: a quarter of its free space, at most 16 GiB)."),
     ) -> None:
         """Query the tables of a scan with DuckDB SQL (read-only views, one per table).
 
-        Views: the scan tables (trajectories, turns, calls, findings, steps, ingest_errors); rescore_<table> for every rescore table (all checkpoints, with a checkpoint column) and rescore_compare when `trajlab rescore` ran; sft_<name> for the SFT pool; the helper views malformed_by_step, finding_spans, call_findings, garbled_names and the table macro trajectories_at(step). DuckDB runs without file access, so nothing can write into OUT; it uses at most 4 threads and a quarter of the memory (8 GiB at most), spills to the system temp directory (never the current directory) and stops a query after --timeout seconds. Without QUERY the views are listed with their columns and row counts.
+        Views: the scan tables (trajectories, turns, calls, findings, steps, ingest_errors); rescore_<table> for every rescore table (all checkpoints, with a checkpoint column) and rescore_compare when `trajlab rescore` ran; sft_<name> for the SFT pool; the helper views malformed_by_step, finding_spans, call_findings, garbled_names and the table macro trajectories_at(step). DuckDB runs without file access, so nothing can write into OUT; it uses at most 4 threads and a quarter of the memory (8 GiB at most), spills to the system temp directory (never the current directory; at most a quarter of its free space, 16 GiB at most) and stops a query after --timeout seconds. Without QUERY the views are listed with their columns and row counts.
 
         Examples:
 
@@ -131,7 +137,7 @@ def register(app: typer.Typer) -> None:
         if query is None:
             if fmt != "table" or output is not None:
                 raise TrajlabError("--format/-o need a QUERY")
-            _print_views(q.list_views(out), console)
+            _print_views(q.list_views(out), console, out)
             err_console.print(f'[dim]try: trajlab sql {escape(str(out))} "SELECT function_name, nearest_tool, calls FROM '
                               f'garbled_names LIMIT 10"[/]', highlight=False, soft_wrap=True)
             return
@@ -139,7 +145,7 @@ def register(app: typer.Typer) -> None:
 
         check_min(timeout, 0, "--timeout")
         check_min(limit, 0, "--limit")
-        limits = q.SqlLimits(timeout_s=timeout or None)
+        limits = q.SqlLimits(timeout_s=timeout or None, memory_limit=memory_limit, max_temp_size=max_temp_size)
         if query == "-":
             query = sys.stdin.read()
         if fmt == "table":
@@ -163,11 +169,14 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"[dim]{n} row{'s' if n != 1 else ''} written to {escape(str(output))}[/]")
 
 
-def _print_views(infos: list[Any], console: Any) -> None:
+def _print_views(infos: list[Any], console: Any, out: Path) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title="views (trajlab sql OUT \"SELECT ...\")", title_justify="left", header_style="bold",
+    from trajlab.errors import shell_word
+
+    t = Table(title=escape(f"views (trajlab sql {shell_word(out)} \"SELECT ...\")"), title_justify="left",
+              header_style="bold",
               show_lines=True)
     t.add_column("view")
     t.add_column("kind")

@@ -186,7 +186,9 @@ def write_card(pool: Path, info: dict[str, Any]) -> Path:
 
 
 def write_manifest(pool: Path, info: dict[str, Any]) -> Path:
-    body = {"trajlab_version": __version__, "schema_version": SCHEMA_VERSION, **info}
+    from trajlab.ownfiles import marked_json
+
+    body = marked_json("sft pool manifest", {"trajlab_version": __version__, "schema_version": SCHEMA_VERSION, **info})
     path = pool / "manifest.json"
     atomic_write_json(path, body)
     return path

@@ -148,13 +148,9 @@ def open_scan(out: str | Path) -> ScanTables:
         .select("trajectory_id", "turn_index", "call_id", "category", "severity")
         .collect()
     )
-    manifest: dict[str, Any] = {}
-    mpath = out / "manifest.json"
-    if mpath.is_file():
-        try:
-            manifest = json.loads(mpath.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            manifest = {}
+    from trajlab.outpaths import read_json_object
+
+    manifest, _ = read_json_object(out / "manifest.json")  # damaged: the pool records no scan versions
     label, scores = _rescore_scores(out)
     log_odds = _rescore_log_odds(out / "rescore" / label) if label else {}
     return ScanTables(out, paths, light, bad, manifest, label, scores, log_odds)

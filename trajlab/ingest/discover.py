@@ -16,6 +16,7 @@ from pathlib import Path
 
 from trajlab.model import IngestError
 from trajlab.outpaths import output_kind
+from trajlab.ownfiles import SIDECAR_SUFFIX, own_output
 
 DATA_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet")
 
@@ -53,7 +54,9 @@ def find_inputs(
     with the reason (printed in the scan summary).
 
     Every data file (``.jsonl``/``.json``/``.ndjson``/``.parquet``) under the paths is taken, with its name
-    relative to the path given (made valid UTF-8 for the tables). A file named explicitly is always taken.
+    relative to the path given (made valid UTF-8 for the tables). A file named explicitly is taken unless trajlab
+    wrote it: a file carrying trajlab's mark (:func:`trajlab.ownfiles.own_output`: a table, a ``sql -o`` export,
+    a manifest) is never input, wherever it sits, and is listed in ``skipped`` with what it is.
     Directories are walked recursively, following symbolic links to directories once (a link loop is reported,
     not followed). Nothing is skipped silently: an unreadable directory, a broken or looping link and a
     data-named entry that is not a regular file become errors; hidden entries, trajlab outputs, model checkpoint
@@ -74,6 +77,7 @@ def find_inputs(
     compressed: list[str] = []
     ckpt_dirs: list[str] = []
     side: list[str] = []
+    owned: list[tuple[str, str]] = []  # (relative name, what trajlab output it is)
     hidden = 0
     roots: list[Path] = []
     names: list[str | None] = []
@@ -116,7 +120,11 @@ def find_inputs(
 
     for root, label in zip(roots, labels, strict=True):
         if root.is_file():
-            add(root, root.name, label)
+            kind = own_output(root)
+            if kind is not None:
+                owned.append((display_name(str(root)), kind))
+            else:
+                add(root, root.name, label)
             continue
         shown = display_name(str(root))
         visited: set[str] = set()
@@ -145,7 +153,8 @@ def find_inputs(
             subdirs = []
             for x in entries:
                 if x.name.startswith("."):
-                    hidden += 1
+                    if not (x.name.endswith(SIDECAR_SUFFIX) and x.name[1:-len(SIDECAR_SUFFIX)] in entry_names):
+                        hidden += 1  # (an export's sidecar is trajlab's own, listed with its export)
                     continue
                 fp = d / x.name
                 rel = display_name(fp.relative_to(root).as_posix())
@@ -171,6 +180,10 @@ def find_inputs(
                         model and x.name.lower().endswith(".json") and not _DUMP_JSON_NAME.fullmatch(x.name)):
                     side.append(rel)  # a checkpoint's own JSON (trainer_state, results...), never a dump name
                     continue
+                kind = own_output(fp)
+                if kind is not None:
+                    owned.append((rel, kind))  # trajlab's own output (an export, a copied table): never input
+                    continue
                 add(fp, fp.relative_to(root).as_posix(), label)
             stack.extend(reversed(subdirs))
     if ckpt_dirs:
@@ -180,6 +193,11 @@ def find_inputs(
     if side:
         skipped.append(f"{len(side)} model/tokenizer JSON file{'s' if len(side) != 1 else ''} (not trajectory data), "
                        f"e.g. {', '.join(side[:3])}")
+    if owned:
+        kinds = sorted({k for _, k in owned})
+        skipped.append(f"{len(owned)} file{'s' if len(owned) != 1 else ''} trajlab wrote (its own outputs are never "
+                       f"read as input: {', '.join(kinds[:4])}{', ...' if len(kinds) > 4 else ''}), e.g. "
+                       + ", ".join(f"{r} ({k})" for r, k in owned[:3]))
     if hidden:
         skipped.append(f"{hidden} hidden entr{'y' if hidden == 1 else 'ies'} (names starting with '.')")
     if compressed:

@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Output formats of :func:`export` (``table`` is the CLI's rich table and is not a file format).
 EXPORT_FORMATS = ("csv", "json", "jsonl", "parquet")
+#: the mark an export file carries (:mod:`trajlab.ownfiles`): discovery never reads it as a dump
+EXPORT_KIND = "sql export"
 
 
 def nested_to_json(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -61,7 +63,9 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
     Streams record batches, so large results use bounded memory. ``json`` is one JSON array of objects,
     ``jsonl`` one object per line; nested values (lists, maps, structs) become JSON text in csv. Parquet
     needs ``dest``. ``dest`` is written atomically (temp file, then rename) and may not be one of the tables
-    the query reads. Returns the number of rows written.
+    the query reads. A file export carries trajlab's mark (:mod:`trajlab.ownfiles`: Parquet metadata, or a
+    ``.FILE.trajlab`` sidecar for json/jsonl), so a later scan never reads it as a dump. Returns the number of
+    rows written.
     """
     import csv
     import io
@@ -91,7 +95,10 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
         reader = open_reader(con, query)
         if fmt == "parquet":
             assert tmp is not None
-            with pq.ParquetWriter(tmp, reader.schema, compression="zstd") as writer:
+            from trajlab.ownfiles import parquet_metadata
+
+            schema = reader.schema.with_metadata({**(reader.schema.metadata or {}), **parquet_metadata(EXPORT_KIND)})
+            with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
                 for b in reader:
                     writer.write_batch(b)
                     n += b.num_rows
@@ -136,6 +143,10 @@ def export(out: Path | str, query: str, fmt: str, dest: Path | str | None = None
         if tmp:
             commit_temp(tmp, dest)  # type: ignore[arg-type]
             tmp = None
+            if fmt in ("json", "jsonl") and dest is not None:  # rows only, no room for a mark inside: a sidecar
+                from trajlab.ownfiles import write_sidecar
+
+                write_sidecar(dest, EXPORT_KIND)
     except (duckdb.Error, pa.ArrowException, TrajlabError) as e:
         raise dl.failure(e) from None
     finally:

@@ -1,7 +1,8 @@
-"""Resource bounds of a DuckDB connection (threads, memory, spill directory) and the query timeout."""
+"""Resource bounds of a DuckDB connection (threads, memory, spill directory and its size) and the query timeout."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,14 +18,25 @@ class SqlLimits:
 
     ``threads``: default ``min(4, CPUs)``; ``memory_limit``: default a quarter of physical memory, at most
     8 GiB; ``temp_dir``: where DuckDB may spill, default ``<system temp>/trajlab-sql-<pid>`` (never the caller's
-    working directory); ``timeout_s``: a query still running after this many seconds is interrupted (None: no
-    limit; the CLI's ``--timeout`` defaults to 300).
+    working directory); ``max_temp_size``: the most DuckDB may spill there, default a quarter of the free space
+    of that file system, at most 16 GiB (DuckDB's own default is 90% of the free disk); ``timeout_s``: a query
+    still running after this many seconds is interrupted (None: no limit; the CLI's ``--timeout`` defaults to
+    300). Sizes are DuckDB size strings (``"2GiB"``, ``"512MB"``); a bad one raises :class:`TrajlabError`.
     """
 
     threads: int | None = None
     memory_limit: str | None = None
     temp_dir: str | None = None
     timeout_s: float | None = None
+    max_temp_size: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("memory_limit", "max_temp_size"):
+            v = getattr(self, name)
+            if v is not None and not _SIZE.fullmatch(v):
+                raise TrajlabError(f"{param(name)} {v!r}: not a size", hint="write it like 4GiB, 512MB or 2GB")
+        if self.threads is not None and self.threads < 1:
+            raise TrajlabError(f"{param('threads')} {self.threads}: must be at least 1")
 
     def settings(self) -> dict[str, Any]:
         import os
@@ -39,7 +51,30 @@ class SqlLimits:
                 phys = 8 << 30
             mem = f"{max(256, min(phys // 4, 8 << 30) >> 20)}MiB"
         temp = self.temp_dir or os.path.join(tempfile.gettempdir(), f"trajlab-sql-{os.getpid()}")
-        return {"threads": threads, "memory_limit": mem, "temp_directory": temp}
+        spill = self.max_temp_size or f"{default_spill_bytes(temp) >> 20}MiB"
+        return {"threads": threads, "memory_limit": mem, "temp_directory": temp, "max_temp_directory_size": spill}
+
+
+_SIZE = re.compile(r"\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B|bytes)?", re.IGNORECASE)
+#: the default spill bound: this share of the free space where DuckDB spills, at most :data:`SPILL_CAP`
+SPILL_SHARE = 0.25
+SPILL_CAP = 16 << 30
+
+
+def default_spill_bytes(temp_dir: str) -> int:
+    """The default bound on what DuckDB may spill into ``temp_dir``: a quarter of its file system's free space
+    (of the nearest existing parent), at most 16 GiB, at least 64 MiB."""
+    import os
+
+    d = temp_dir
+    while d and not os.path.isdir(d) and os.path.dirname(d) != d:
+        d = os.path.dirname(d)
+    try:
+        st = os.statvfs(d or ".")
+        free = st.f_bavail * st.f_frsize
+    except (OSError, AttributeError):
+        free = 4 << 30
+    return max(64 << 20, min(int(free * SPILL_SHARE), SPILL_CAP))
 
 
 DEFAULT_LIMITS = SqlLimits()
@@ -75,7 +110,7 @@ class Deadline:
         if self.fired:
             return TrajlabError(f"query interrupted after {param('timeout_s')} {self.seconds:g} s",
                                 hint=f"narrow the query (WHERE, LIMIT) or raise {param('timeout_s')}")
-        return TrajlabError(duckdb_message(e))
+        return query_error(e)
 
     def failure(self, e: Exception) -> Exception:
         """What a failed query raises: :meth:`error` for a DuckDB or Arrow error, and for any error once the
@@ -83,6 +118,19 @@ class Deadline:
         if isinstance(e, TrajlabError) and not self.fired:
             return e
         return self.error(e)
+
+
+def query_error(e: Exception) -> TrajlabError:
+    """The one-line error for a failed DuckDB query: DuckDB's message, except that running out of memory or of
+    spill space says which bound was hit and how to raise it (DuckDB's own advice, ``SET`` / ``PRAGMA``, cannot
+    work on trajlab's locked read-only connection)."""
+    msg = duckdb_message(e)
+    if "max_temp_directory_size" in msg or "out of memory" in msg.lower():
+        which = "the spill bound" if "max_temp_directory_size" in msg else "the memory limit"
+        return TrajlabError(f"{msg.splitlines()[0]} (the query needs more than {which})",
+                            hint=f"narrow the query (WHERE, LIMIT, fewer columns), or raise "
+                                 f"{param('memory_limit')} / {param('max_temp_size')}")
+    return TrajlabError(msg)
 
 
 def duckdb_message(e: Exception) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from trajlab.errors import TrajlabError
 from trajlab.query.helpers import HELPERS
-from trajlab.query.limits import DEFAULT_LIMITS, Deadline, SqlLimits, duckdb_message
+from trajlab.query.limits import DEFAULT_LIMITS, Deadline, SqlLimits, query_error
 from trajlab.query.sources import discover, quote, register
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +70,7 @@ def run_query(con: duckdb.DuckDBPyConnection, query: str) -> Any:
     try:
         return con.sql(query)
     except duckdb.Error as e:
-        raise TrajlabError(duckdb_message(e)) from None
+        raise query_error(e) from None
 
 
 def sql(out: Path | str, query: str, *, limits: SqlLimits | None = None) -> pa.Table:
@@ -109,7 +109,7 @@ def open_reader(con: duckdb.DuckDBPyConnection, query: str, batch_rows: int = 65
             return rel.to_arrow_reader(batch_rows)
         return rel.fetch_record_batch(batch_rows)
     except duckdb.Error as e:
-        raise TrajlabError(duckdb_message(e)) from None
+        raise query_error(e) from None
 
 
 def iter_batches(out: Path | str, query: str, batch_rows: int = 65536, *,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trajlab.errors import TableError
+from trajlab.errors import TableError, shell_word
 from trajlab.tables import SCAN_TABLES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,7 +69,7 @@ def discover(out: Path | str) -> dict[str, TableSource]:
     if not found:
         raise TableError(
             f"{root}: no trajlab tables found (no trajectories.parquet, rescore/ or sft_pool/)",
-            hint="run `trajlab scan DUMPS -o OUT` first",
+            hint=f"run `trajlab scan DUMPS -o {shell_word(root)}` first",
         )
     return found
 

@@ -9,7 +9,6 @@ per-step series on one step axis, categories by run); the per-step sections then
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +63,7 @@ class ReportData:
     run_steps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # run -> its steps of its main split
     run_categories: dict[str, dict[str, int]] = field(default_factory=dict)  # run -> category -> malformed calls
     runs_window: int = 1  # steps pooled by the runs chart
+    manifest_problem: str | None = None  # why manifest.json could not be used (the report is made from the tables)
 
 
 def auto_window(calls_per_step: list[int], target_calls: int = 50) -> int:
@@ -89,10 +89,28 @@ def rolling_ratio(num: list[float | None], den: list[float | None], window: int)
     return out
 
 
+def _usable_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a scan's manifest the report shows, each dropped when it has the wrong shape (a damaged or
+    hand-edited manifest degrades the report's header and early warning, never the tables)."""
+    keep: dict[str, Any] = {}
+    if isinstance(manifest.get("schema_version"), str):
+        keep["schema_version"] = manifest["schema_version"]
+    if isinstance(manifest.get("inputs"), list):
+        keep["inputs"] = manifest["inputs"]
+    summary = manifest.get("summary")
+    if isinstance(summary, dict):
+        ew = summary.get("early_warning")
+        if ew is None or (isinstance(ew, dict) and isinstance(ew.get("step"), int) and not isinstance(ew["step"], bool)):
+            keep["summary"] = summary
+        else:
+            keep["summary"] = {k: v for k, v in summary.items() if k != "early_warning"}
+    return {k: v for k, v in manifest.items() if k not in ("schema_version", "inputs", "summary")} | keep
+
+
 def _early_warning(out: Path, manifest: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     summary = manifest.get("summary") or {}
     if "early_warning" in summary:
-        return summary["early_warning"]
+        return summary["early_warning"]  # type: ignore[no-any-return]
     from trajlab.trends import early_warning
 
     return early_warning(steps)  # a scan written before the manifest carried it: the scan's own statistic
@@ -151,8 +169,10 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
         for need in ("trajectories", "steps"):
             if need not in views:
                 raise TableError(f"{out}: no {need}.parquet; the report needs a complete `trajlab scan` output")
-        manifest_path = out / "manifest.json"
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
+        from trajlab.outpaths import read_json_object
+
+        manifest, damaged = read_json_object(out / "manifest.json")
+        manifest = _usable_manifest(manifest)
         all_steps = query_rows(con, "SELECT * EXCLUDE (category_counts) FROM steps ORDER BY split, step NULLS FIRST")
         run, runs, run_steps, run_cats = _runs(out, all_steps, run)
         several = len(runs) > 1
@@ -215,7 +235,7 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
         con.close()
     w = window if window and window > 0 else auto_window([s["calls"] for s in steps])
     return ReportData(str(out), split, ov, steps, categories, cats_total, other, ew, garbled, examples, manifest,
-                      rescore, w, run if several else None, runs, run_steps, run_cats)
+                      rescore, w, run if several else None, runs, run_steps, run_cats, manifest_problem=damaged)
 
 
 def _main_split(steps: list[dict[str, Any]]) -> str:

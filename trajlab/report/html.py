@@ -25,7 +25,7 @@ CSS = """
 * { box-sizing: border-box; }
 body { margin: 0; color: var(--fg); background: var(--bg);
        font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "DejaVu Sans", sans-serif; }
-main { max-width: 1080px; margin: 0 auto; padding: 24px 28px 60px; }
+main { max-width: 1080px; margin: 0 auto; padding: 24px 28px 60px; overflow-wrap: anywhere; }
 h1 { font-size: 26px; margin: 8px 0 2px; }
 h2 { font-size: 20px; margin: 40px 0 8px; padding-top: 12px; border-top: 1px solid var(--line); }
 h3 { font-size: 16px; margin: 0 0 6px; }
@@ -49,6 +49,7 @@ table { border-collapse: collapse; width: 100%; margin: 10px 0; font-size: 14px;
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { background: var(--card); font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; overflow-wrap: normal; }
 .bar { display: inline-block; height: 10px; background: #d62728; border-radius: 2px; vertical-align: middle; }
 .ex { border: 1px solid var(--line); border-radius: 8px; margin: 16px 0; overflow: hidden; }
 .ex header { background: var(--card); padding: 8px 12px; border-bottom: 1px solid var(--line); }
@@ -397,6 +398,15 @@ def _drift_section(d: ReportData, charts: dict[str, str]) -> str:
     return "".join(parts)
 
 
+def _manifest_note(d: ReportData) -> str:
+    """A warning line when the scan's manifest.json was damaged (the report then comes from the tables alone)."""
+    if not d.manifest_problem:
+        return ""
+    return (f'<div class="callout">{e(d.manifest_problem)}: the input list and the scan\'s recorded early warning are '
+            "not shown (the early warning is recomputed from the steps table). Re-run the same <code>trajlab scan"
+            f" ... -o {e(d.out)}</code> to rewrite it.</div>\n")
+
+
 def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> str:
     """The complete HTML document."""
     nav = ['<a href="#runs">runs</a>'] if len(d.runs) > 1 else []
@@ -444,7 +454,7 @@ def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> 
 <main>
 <h1>{e(title)}</h1>
 <p class="lead">{src}scan <code>{e(d.out)}</code> · trajlab {e(version)} · schema {e(d.manifest.get("schema_version", "–"))}</p>
-<nav>{"".join(nav)}</nav>
+{_manifest_note(d)}<nav>{"".join(nav)}</nav>
 {_runs_section(d, charts)}
 <h2 id="overview">Run overview{f": <code>{e(d.run)}</code>" if d.run else ""}</h2>
 {_cards(d)}

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from trajlab.ownfiles import JSON_KEY
 from trajlab.rescore.caches import SpanCache, TokenLabels
 from trajlab.rescore.options import RescoreOptions
 from trajlab.rescore.progress import progress_bar
@@ -76,6 +77,7 @@ def run_checkpoint(
             done = outputs.prepare_resume(out, ref.label)
         else:
             outputs.clear_parts(pdir)
+            outputs.clear_merged(out, ref.label)  # replaced: never folded into a later --resume
         outputs.write_resume_options(out, ref.label, run_opts)
     dist_mod.barrier(info)
     if resume and not info.is_main:
@@ -182,6 +184,7 @@ def run_checkpoint(
         atomic_write_json(
             ldir / "manifest.json",
             {
+                JSON_KEY: "rescore manifest",
                 "checkpoint": {"label": ref.label, "path": str(ref.path), "kind": ref.kind, "step": ref.step},
                 "tokenizer": str(tokenizer) if tokenizer else "checkpoint",
                 "device": dev, "dtype": dtype, "world_size": info.world_size,

@@ -40,7 +40,6 @@ split apart, every module would share that private state.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,8 +152,16 @@ class _Pos:
 def _load_positions(ldir: Path) -> _Pos:
     import pyarrow.parquet as pq
 
-    man = json.loads((ldir / "manifest.json").read_text(encoding="utf-8"))
-    toks = man.get("control_tokens", {}).get("tokens", [])
+    from trajlab.errors import TrajlabError
+    from trajlab.outpaths import read_json_object
+
+    man, why = read_json_object(ldir / "manifest.json")
+    ct = man.get("control_tokens")
+    toks = ct.get("tokens") if isinstance(ct, dict) else None
+    if why or not isinstance(toks, list) or not all(isinstance(t, dict) and isinstance(t.get("token"), str)
+                                                    for t in toks):
+        raise TrajlabError(f"{ldir / 'manifest.json'}: {why or 'has no control_tokens list'}; the checkpoint's "
+                           "positions cannot be read", hint="rescore this checkpoint again (without --resume)")
     labels = [t["token"] for t in toks]
     t = pq.read_table(ldir / "positions.parquet")
     cp = t.column("control_probs").combine_chunks()

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from trajlab.errors import MissingDependencyError, TableError
+from trajlab.errors import MissingDependencyError, TableError, shell_word
 from trajlab.rescore.caches import SpanCache, TokenizerCache, TokenLabels
 from trajlab.rescore.checkpoint_run import run_checkpoint
 from trajlab.rescore.options import RescoreOptions
@@ -65,7 +65,7 @@ def rescore(out: str | Path, ckpts: Sequence[str | Path], options: RescoreOption
         )
     out = Path(out)
     if not (out / "trajectories.parquet").exists():
-        raise TableError(f"{out}: no trajectories.parquet here", hint="run `trajlab scan DUMPS -o OUT` first")
+        raise TableError(f"{out}: no trajectories.parquet here", hint=f"run `trajlab scan DUMPS -o {shell_word(out)}` first")
     rules = load_control_rules(opts.rules_dirs)
     th = thresholds_from_rules(rules, intrusion=opts.tau_intrusion, dropout=opts.tau_dropout)
 

@@ -14,8 +14,13 @@ Layout under the scan directory ``OUT``::
 Each rank writes one part per block of trajectories, ``trajectory_scores`` last: a part whose
 ``trajectory_scores`` file exists is complete, anything else is a leftover of an interrupted run and is deleted
 on ``--resume``. Resume also folds the merged tables of an earlier complete run back into the parts, so the
-final merge always covers every trajectory scored so far. Merged tables are sorted by their key, so the bytes
-do not depend on how the work was split across ranks or runs.
+final merge always covers every trajectory scored so far -- but only when no complete part is left: merged
+tables beside complete parts were either made from those very parts (a run killed between the merge and the
+removal of its parts) or belong to an older run that a fresh run is replacing, and folding them would count
+rows twice. The parts are removed ``trajectory_scores`` first, so a removal cut short leaves no part that looks
+complete. A fresh (non-resume) run drops the checkpoint's earlier merged tables before it starts. Merged tables
+are sorted by their key, so the bytes do not depend on how the work was split across ranks or runs, and a
+resumed run ends byte for byte where a clean run does.
 """
 
 from __future__ import annotations
@@ -73,8 +78,21 @@ def write_part(pdir: Path, rank: int, seq: int, tables: dict[str, pa.Table | Seq
 
 
 def clear_parts(pdir: Path) -> None:
+    """Remove the parts directory, ``trajectory_scores`` first (a removal cut short leaves no complete part)."""
     if pdir.exists():
+        marks = pdir / "trajectory_scores"
+        if marks.exists():
+            shutil.rmtree(marks)
         shutil.rmtree(pdir)
+
+
+def clear_merged(out: Path, label: str) -> None:
+    """Remove a checkpoint's merged tables and manifest (a fresh run is replacing them; ``trajectory_scores``
+    first, so a removal cut short leaves nothing that ``--resume`` would fold back in)."""
+    ldir = label_dir(out, label)
+    for key, _spec in reversed(PER_CHECKPOINT):
+        (ldir / f"{key}.parquet").unlink(missing_ok=True)
+    (ldir / "manifest.json").unlink(missing_ok=True)
 
 
 def complete_parts(pdir: Path) -> list[str]:
@@ -101,13 +119,15 @@ def check_resume_options(out: Path, label: str, opts: dict[str, Any]) -> None:
     from trajlab.errors import TrajlabError, param
 
     prev: dict[str, Any] | None = None
+    from trajlab.outpaths import read_json_object
+
     for src in (_options_path(out, label), label_dir(out, label) / "manifest.json"):
-        try:
-            raw = json.loads(src.read_text())
-        except (OSError, ValueError):
+        raw, _ = read_json_object(src)
+        if not raw:  # missing or damaged: the next source, else nothing to compare with
             continue
         if src.name == "manifest.json":
-            raw = {"checkpoint": raw.get("checkpoint", {}).get("path"), "tokenizer": raw.get("tokenizer"),
+            ck = raw.get("checkpoint")
+            raw = {"checkpoint": ck.get("path") if isinstance(ck, dict) else None, "tokenizer": raw.get("tokenizer"),
                    "dtype": raw.get("dtype"), "tokens_mode": raw.get("tokens_mode"),
                    "thresholds": raw.get("thresholds")}
         prev = raw
@@ -125,7 +145,11 @@ def prepare_resume(out: Path, label: str) -> set[str]:
     """Drop incomplete parts, fold an earlier merged result into the parts, return the ids already scored."""
     ldir = label_dir(out, label)
     pdir = parts_dir(out, label)
-    if (ldir / "trajectory_scores.parquet").exists():
+    if complete_parts(pdir):
+        # merged tables beside complete parts: made from them (killed before the parts were removed), or an
+        # older run's that a fresh run replaces; the parts are what this run continues, never both
+        clear_merged(out, label)
+    elif (ldir / "trajectory_scores.parquet").exists():
         # a finished earlier run: its merged tables become part r999-000000 (kept by the next merge)
         for key, _spec in PER_CHECKPOINT:
             src = ldir / f"{key}.parquet"
@@ -278,8 +302,11 @@ def write_drift_json(out: Path, reference: str | None, quantile: float, checkpoi
     from trajlab.atomic import atomic_write_json
 
     p = Path(out) / "rescore" / "drift.json"
-    atomic_write_json(p, {"reference": reference, "calibration_quantile": quantile,
-                          "checkpoints": {c.label: {k: getattr(c, k) for k in _DRIFT_KEYS} for c in checkpoints}})
+    from trajlab.ownfiles import marked_json
+
+    atomic_write_json(p, marked_json("rescore drift", {
+        "reference": reference, "calibration_quantile": quantile,
+        "checkpoints": {c.label: {k: getattr(c, k) for k in _DRIFT_KEYS} for c in checkpoints}}))
     return p
 
 

@@ -71,10 +71,10 @@ def previous_merge_key(out: Path) -> str | None:
             pq.read_metadata(table_path(out, s.name))
         except Exception:  # noqa: BLE001 - ArrowInvalid, OSError...: any unreadable footer
             return None
-    try:
-        return json.loads((out / "manifest.json").read_text()).get("merge_key")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return None
+    from trajlab.outpaths import read_json_object
+
+    key = read_json_object(out / "manifest.json")[0].get("merge_key")  # damaged: no key, the tables are merged
+    return key if isinstance(key, str) else None
 
 
 _PART_KEY = re.compile(r"(?:u-)?[0-9a-f]{20}")  # a file key, or a unit directory (parts.unit_name)

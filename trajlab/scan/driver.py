@@ -25,6 +25,7 @@ from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks
 from trajlab.model import IngestError
 from trajlab.outpaths import begin_write, end_write, prepare_out_dir, remove_stale_temps, write_lock
+from trajlab.ownfiles import marked_json
 from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
 from trajlab.scan.ids import file_digest
 from trajlab.scan.options import ScanOptions, WorkerOptions, worker_options
@@ -151,8 +152,8 @@ def scan(
             "engine": opts.engine,
             "runs": {k: str(v) for k, v in (runs or {}).items()},
         }
-        atomic_write_json(out / "manifest.json", manifest(entries, summary, options=recorded, rules_dirs=rdirs,
-                                                          merge_key=mkey))
+        atomic_write_json(out / "manifest.json", marked_json("scan manifest", manifest(
+            entries, summary, options=recorded, rules_dirs=rdirs, merge_key=mkey)))
         end_write(out)
         if strict and summary.ingest_errors:
             raise InputError(

@@ -3,6 +3,7 @@ warning; with several runs, the runs compared side by side (one row and one spar
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Console, Group
@@ -37,22 +38,44 @@ def _fmt_score(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "-"
 
 
-def runs_table(runs: list[dict[str, Any]], steps: list[dict[str, Any]]) -> Group:
-    """The runs compared: steps covered, malformed rate early → late, first warning, score trend; then each run's
-    rate per step (a sparkline of up to 20 buckets) and top category. Two tables, so that each fits 80 columns
-    with whole run names."""
-    t = Table(title="runs compared: malformed-call rate and mean score, early → late (first → last quarter of a "
-                    "run's steps)",
-              title_justify="left", box=None, pad_edge=False)
-    for name, kw in (("run", {"overflow": "fold", "ratio": 1, "min_width": 8}),
-                     ("steps", {"no_wrap": True}), ("calls", {"justify": "right", "no_wrap": True}),
-                     ("malformed", {"no_wrap": True}), ("warning", {"no_wrap": True}),
-                     ("score", {"no_wrap": True})):
-        t.add_column(name, **kw)
-    trend = Table(box=None, pad_edge=False)
-    for name, kw in (("run", {"overflow": "fold", "ratio": 1, "min_width": 8}), ("rate per step", {"no_wrap": True}),
-                     ("top category", {"overflow": "ellipsis", "no_wrap": True, "max_width": 30})):
-        trend.add_column(name, **kw)
+#: where a run name may break across lines (after one of these), so it never wraps inside a word
+_NAME_BREAK = re.compile(r"(?<=[_\-./:=@+,~ ])")
+
+
+def wrap_name(name: str, width: int) -> str:
+    """``name`` broken into lines of at most ``width`` characters after separators (``_ - . / : = @ + , ~``);
+    a piece with no separator longer than a line is cut (the only mid-word break)."""
+    width = max(1, width)
+    if len(name) <= width:
+        return name
+    lines: list[str] = []
+    cur = ""
+    for piece in (p for p in _NAME_BREAK.split(name) if p):
+        if cur and len(cur) + len(piece) > width:
+            lines.append(cur)
+            cur = ""
+        while len(cur) + len(piece) > width:
+            lines.append(piece[:width])
+            piece = piece[width:]
+        cur += piece
+    if cur:
+        lines.append(cur)
+    return "\n".join(lines)
+
+
+def _name_width(names: list[str], others: list[list[str]], width: int) -> int:
+    """The width of a table's run column: what ``width`` leaves beside the other columns (widest cell or header
+    each, two spaces between columns), at least 12, at most the longest name."""
+    fixed = sum(max(len(line) for cell in col for line in cell.split("\n")) + 2 for col in others)
+    return max(1, min(max(len(n) for n in names), max(12, width - fixed)))
+
+
+def runs_table(runs: list[dict[str, Any]], steps: list[dict[str, Any]], width: int = 76) -> Group:
+    """The runs compared: steps covered, trajectories, calls, malformed rate early → late, first warning; then
+    each run's rate per step (a sparkline of up to 20 buckets), score trend and top category. Two tables, so that
+    each fits ``width`` columns (the panel's inside); run names longer than their column break after a separator
+    (``_``, ``-``, ``.``...), never inside a word."""
+    cells: list[tuple[str, list[str], list[Any]]] = []
     for r in runs:
         seq = sorted((x for x in steps if x.get("run") == r["run"] and x["split"] == r["split"]
                       and x["step"] is not None), key=lambda x: x["step"])
@@ -64,14 +87,38 @@ def runs_table(runs: list[dict[str, Any]], steps: list[dict[str, Any]]) -> Group
         warn = Text(f"step {ew['step']} ⚠", style="bold red") if ew else Text("none", style="green")
         span = f"{r['first_step']}..{r['last_step']}" if r["steps"] else "-"
         top = r["top_categories"][0] if r["top_categories"] else None
-        t.add_row(Text(r["run"]), span, f"{r['calls']:,}", f"{_fmt_rate(r['early_rate'])} → {_fmt_rate(r['late_rate'])}",
-                  warn, f"{_fmt_score(r['early_score'])} → {_fmt_score(r['late_score'])}")
-        trend.add_row(Text(r["run"]), sparkline(rates, 1.0 if rates else None) if rates else "",
-                      Text(f"{top['category']} {top['calls']}" if top else "-"))
+        n_traj = r.get("trajectories")
+        cells.append((r["run"],
+                      [span, f"{n_traj:,}" if isinstance(n_traj, int) else "-", f"{r['calls']:,}",
+                       f"{_fmt_rate(r['early_rate'])} → {_fmt_rate(r['late_rate'])}", warn.plain],
+                      [sparkline(rates, 1.0 if rates else None) if rates else "",
+                       f"{_fmt_score(r['early_score'])} → {_fmt_score(r['late_score'])}",
+                       (f"{top['category']} {top['calls']}" if top else "-")[:30], warn]))
+    heads1 = ["steps", "trajectories", "calls", "malformed", "warning"]
+    heads2 = ["rate per step", "score", "top category"]
+    names = [c[0] for c in cells]
+    w1 = _name_width(names, [[h, *(c[1][i] for c in cells)] for i, h in enumerate(heads1)], width)
+    w2 = _name_width(names, [[h, *(str(c[2][i]) for c in cells)] for i, h in enumerate(heads2)], width)
+    t = Table(title="runs compared: malformed-call rate and mean score, early → late (first → last quarter of a "
+                    "run's steps)",
+              title_justify="left", box=None, pad_edge=False)
+    t.add_column("run", no_wrap=True, width=w1)
+    for h in heads1:
+        t.add_column(h, no_wrap=True, justify="right" if h in ("trajectories", "calls") else "left")
+    trend = Table(box=None, pad_edge=False)
+    trend.add_column("run", no_wrap=True, width=w2)
+    for h in heads2:
+        trend.add_column(h, no_wrap=True)
+    for name, first, second in cells:
+        warn_text = second[3]
+        t.add_row(Text(wrap_name(name, w1)), *first[:4], warn_text)
+        trend.add_row(Text(wrap_name(name, w2)), second[0], second[1], Text(second[2]))
     return Group(t, Text(""), trend)
 
 
-def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict[str, int]] | None = None) -> Group:
+def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict[str, int]] | None = None,
+                   width: int = 80) -> Group:
+    """The scan summary panel for a terminal ``width`` columns wide."""
     s = summary
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
@@ -120,7 +167,7 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
 
     runs = getattr(s, "runs", None) or []
     if len(runs) > 1:
-        parts.append(runs_table(runs, s.steps))
+        parts.append(runs_table(runs, s.steps, width - 4))
     for run_split in ([] if len(runs) > 1 else sorted({(r.get("run"), r["split"]) for r in s.steps},
                                                       key=lambda k: (k[0] or "", k[1]))):
         run, split = run_split
@@ -195,4 +242,4 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
 
 
 def print_summary(summary: Any, console: Console, category_steps: dict | None = None) -> None:
-    console.print(render_summary(summary, category_steps))
+    console.print(render_summary(summary, category_steps, console.width))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajlab.duckrows import query_rows
-from trajlab.errors import TrajlabError, param
+from trajlab.errors import TrajlabError, param, shell_word
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -30,7 +30,8 @@ def has_view(con: duckdb.DuckDBPyConnection, name: str) -> bool:
         "SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [name]).fetchall()[0][0])
 
 
-def resolve_id(con: duckdb.DuckDBPyConnection, trajectory_id: str) -> str:
+def resolve_id(con: duckdb.DuckDBPyConnection, trajectory_id: str, out: str | Path = "OUT") -> str:
+    """The full id of ``trajectory_id`` (an id or a unique prefix); ``out`` names the scan in the hint."""
     hit = query_rows(con, "SELECT trajectory_id FROM trajectories WHERE trajectory_id = ?", [trajectory_id])
     if hit:
         return trajectory_id
@@ -41,7 +42,8 @@ def resolve_id(con: duckdb.DuckDBPyConnection, trajectory_id: str) -> str:
         return hits[0]["trajectory_id"]
     if not hits:
         raise TrajlabError(f"no trajectory with id {trajectory_id!r}",
-                           hint="list some with: trajlab sql OUT \"SELECT trajectory_id, step FROM trajectories LIMIT 20\"")
+                           hint=f"list some with: trajlab sql {shell_word(out)} \"SELECT trajectory_id, step FROM "
+                                "trajectories LIMIT 20\"")
     ids = ", ".join(h["trajectory_id"] for h in hits[:5])
     raise TrajlabError(f"id prefix {trajectory_id!r} is ambiguous: {ids}{', ...' if len(hits) > 5 else ''}")
 
@@ -60,7 +62,7 @@ def load(out: Path | str, trajectory_id: str | None = None, *, step: int | None 
         if trajectory_id is not None:
             if step is not None or index is not None:
                 raise TrajlabError(f"give a {param('trajectory_id')} or {param('step')}/{param('index')}, not both")
-            tid = resolve_id(con, trajectory_id)
+            tid = resolve_id(con, trajectory_id, out)
         else:
             if step is None:
                 raise TrajlabError(f"give a {param('trajectory_id')}, or {param('step', metavar='S')} (and {param('index', metavar='I')})")

@@ -70,7 +70,8 @@ def _header(data: Loaded) -> RenderableType:
                  escape(_fmt(t.get("tool_format"))))
     grid.add_row("final answer", _fmt(t.get("has_final_answer")), "truncated", _fmt(t.get("truncated")))
     if data.position:
-        grid.add_row("position", f"#{data.position[0]} of {data.position[1]} at this step", "", "")
+        i, n = data.position  # i is 0-based, as --index takes it
+        grid.add_row("position", f"--index {i}: {i + 1} of {n} at this step", "", "")
     return grid
 
 

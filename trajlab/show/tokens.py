@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajlab.duckrows import query_rows, view_names
-from trajlab.errors import TrajlabError, param
+from trajlab.errors import TrajlabError, param, shell_word
 from trajlab.show.load import Loaded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,7 +45,7 @@ def token_renderables(out: Path | str, data: Loaded, *,
         views = view_names(con)
         if "rescore_tokens" not in views:
             raise TrajlabError(f"{out}: no rescore results (rescore/<checkpoint>/tokens.parquet)",
-                               hint="run `trajlab rescore OUT --ckpt CHECKPOINT` first")
+                               hint=f"run `trajlab rescore {shell_word(out)} --ckpt CHECKPOINT` first")
         rows = query_rows(con, "SELECT * FROM rescore_tokens WHERE trajectory_id = ? ORDER BY checkpoint, position", [tid])
         labels = sorted({r["checkpoint"] for r in rows})
         if checkpoints:
@@ -56,7 +56,8 @@ def token_renderables(out: Path | str, data: Loaded, *,
             labels = [c for c in labels if c in checkpoints]
         if not rows:
             raise TrajlabError(f"trajectory {tid} has no rescored tokens",
-                               hint=f"rescore it: trajlab rescore OUT --ckpt CKPT --where \"trajectory_id = '{tid}'\" "
+                               hint=f"rescore it: trajlab rescore {shell_word(out)} --ckpt CKPT --where "
+                                    f"\"trajectory_id = '{tid}'\" "
                                     "(and --tokens all or calls)")
         order = [lab for lab, _ in checkpoint_order(con, views, labels)]
         mal = (query_rows(con, "SELECT * FROM rescore_malformations WHERE trajectory_id = ?", [tid])
