@@ -108,7 +108,7 @@ class WorkerOptions:
 
 
 #: the code whose behaviour the scan tables record: readers, the classifier, the engines, the table specs
-_CODE = ("ingest", "toolcalls", "scan", "trajectory.py", "tables.py", "model.py", "chatml.py", "trends.py",
+_CODE = ("ingest", "toolcalls", "scan", "trajectory.py", "ending.py", "tables.py", "model.py", "chatml.py", "trends.py",
          "rulepacks.py")
 
 

@@ -1,10 +1,13 @@
-"""``<think>`` regions of a turn: where they are, the segments they cut the turn into, and their spans.
+"""``<think>`` regions of a turn: where they are, the segments they cut the turn into, their spans, the answer
+block (``<answer>…</answer>``) that may follow them, and the blocks left unbalanced before it.
 
 A region is ``(content_start, content_end, open_start, open_end, close_start, close_end)`` with ``-1`` for a tag
 that is missing (a turn that starts inside the block the generation prompt opened, or a block never closed).
 """
 
 from __future__ import annotations
+
+import re
 
 
 def think_regions(text: str) -> list[tuple[int, int, int, int, int, int]]:
@@ -50,3 +53,49 @@ def think_spans(think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[
         if c_s >= 0:
             spans.append((c_s, c_e, "structural", None))
     return spans
+
+
+#: tags that wrap a think/answer run's final answer (``<answer>…</answer>``, ...)
+ANSWER_TAGS: tuple[str, ...] = ("answer", "final_answer", "solution")
+_ANSWER = re.compile(r"<(" + "|".join(ANSWER_TAGS) + r")>.*?</\1>", re.S)
+
+
+def complete_answer(text: str, start: int = 0) -> re.Match[str] | None:
+    """The first complete answer block (``<answer>…</answer>``, any of :data:`ANSWER_TAGS`) at or after ``start``."""
+    return _ANSWER.search(text, start)
+
+
+def unbalanced_think(text: str, think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[str, int, int, str]]:
+    """``<think>`` blocks left open before a complete answer (``unclosed``: the span of the opener; the repair
+    inserts ``</think>`` before the answer) and ``<think>`` opened again inside an open block (``reopened``: the
+    span of the second opener; the repair deletes it): ``(variant, start, end, answer tag)``."""
+    out: list[tuple[str, int, int, str]] = []
+    for cs, ce, os_, _oe, c_s, _c_e in think:
+        inner = text.find("<think>", cs, ce) if c_s >= 0 else -1
+        if inner >= 0:
+            out.append(("reopened", inner, inner + 7, ""))
+        if c_s < 0 and os_ >= 0:
+            m = complete_answer(text, cs)
+            if m is not None:
+                out.append(("unclosed", os_, os_ + 7, m.group(1)))
+    return out
+
+
+def repair_think(text: str) -> str | None:
+    """The turn with its unbalanced ``<think>`` fixed (see :func:`unbalanced_think`): ``</think>`` inserted before
+    the answer that follows an unclosed block, a second opener inside an open block deleted; None when there is
+    nothing to fix."""
+    think = think_regions(text) if "think>" in text else []
+    issues = unbalanced_think(text, think)
+    if not issues:
+        return None
+    out = text
+    for variant, s, e, _tag in sorted(issues, key=lambda x: x[1], reverse=True):
+        if variant == "reopened":
+            out = out[:s] + out[e:]
+        else:
+            m = complete_answer(out, e)
+            if m is None:  # (cannot happen: the answer follows the opener)
+                return None
+            out = out[:m.start()] + "</think>\n" + out[m.start():]
+    return out
