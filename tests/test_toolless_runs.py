@@ -1,0 +1,140 @@
+"""Tool-less and think/answer runs (issue 22, items 1-3): truncation and final answers that mean what they say,
+prompt groups you can trust, and a summary that says what was not evaluated. Fixtures are shaped on real
+published dumps (:mod:`helpers.toolless_runs`); the numbers asserted are the ones written down there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from helpers.toolless_runs import make_gsm8k_runs, make_svg_run
+
+from trajlab.cli import main
+from trajlab.ending import END_REASONS, output_ending
+from trajlab.scan import ScanOptions, scan
+from trajlab.scan.engines import ENGINES
+from trajlab.tables import SCAN_TABLES
+from trajlab.toolcalls.think import repair_think
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("toolless")
+    make_svg_run(root)
+    make_gsm8k_runs(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def scanned(runs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One scan per engine; every table byte-identical; the ``auto`` output."""
+    outs = {}
+    for engine in ENGINES:
+        out = tmp_path_factory.mktemp(f"out_{engine}")
+        scan([runs], out, ScanOptions(incremental=False, engine=engine, jobs=1), progress=False)
+        outs[engine] = {n: (out / f"{n}.parquet").read_bytes() for n in SCAN_TABLES}, out
+    for engine in ENGINES[1:]:
+        assert outs[engine][0] == outs[ENGINES[0]][0], engine
+    return outs["auto"][1]
+
+
+def per_run(out: Path) -> dict[str, dict[str, object]]:
+    t = pl.read_parquet(out / "trajectories.parquet")
+    agg = t.group_by("run").agg(pl.len().alias("n"), pl.col("truncated").sum().alias("truncated"),
+                                pl.col("has_final_answer").sum().alias("final"))
+    reasons = t.drop_nulls("end_reason").group_by("run", "end_reason").len()
+    got: dict[str, dict[str, object]] = {r["run"]: dict(r) for r in agg.iter_rows(named=True)}
+    for run, reason, n in reasons.iter_rows():
+        got[run][reason] = n
+    return got
+
+
+def test_truncated_only_inside_a_structure(scanned: Path) -> None:
+    got = per_run(scanned)
+    # SVG: per step 16 = 10 clean + 3 unclosed <think> before a complete answer + 1 reopened + 2 cut
+    assert got["svg_run"] == {"run": "svg_run", "n": 32, "truncated": 4, "final": 28, "open_think": 2,
+                              "open_answer": 2}
+    # GSM8K with <think>: per step 2 prompts × (2 answers, 1 cut in the reasoning, 1 nothing after </think>)
+    assert got["gsm8k_think"] == {"run": "gsm8k_think", "n": 16, "truncated": 4, "final": 8, "open_think": 4,
+                                  "empty_answer": 4}
+    assert got["gsm8k_plain"] == {"run": "gsm8k_plain", "n": 16, "truncated": 0, "final": 16}
+
+
+def test_unbalanced_think_is_its_own_finding(scanned: Path) -> None:
+    f = pl.read_parquet(scanned / "findings.parquet")
+    t = pl.read_parquet(scanned / "trajectories.parquet").select("trajectory_id", "output", "has_final_answer")
+    ub = f.filter(pl.col("category") == "unbalanced_think").join(t, on="trajectory_id")
+    assert ub.group_by("rule_id").len().sort("rule_id").rows() == [
+        ("none/unbalanced_think/reopened", 2), ("none/unbalanced_think/unclosed", 6)]
+    assert ub["has_final_answer"].all() and set(ub["severity"]) == {"warning"}
+    # each points at the <think> that is unbalanced, and says the repair
+    for r in ub.iter_rows(named=True):
+        assert r["output"][r["char_start"]:r["char_end"]] == "<think>"
+        assert "Repair:" in r["message"]
+
+
+def test_repair_of_an_unclosed_think() -> None:
+    assert repair_think("<think>\nA\n<answer>\nB\n</answer>") == "<think>\nA\n</think>\n<answer>\nB\n</answer>"
+    assert repair_think("<think>A<think>B</think><answer>x</answer>") == "<think>AB</think><answer>x</answer>"
+    assert repair_think("<think>\ncut in the middle") is None
+    assert repair_think("<think>a</think><answer>x</answer>") is None
+
+
+def test_ending_reasons_for_calls_and_tool_blocks() -> None:
+    assert output_ending("x", n_calls=1, truncated_call=True, final_role="assistant").reason == "open_call"
+    e = output_ending("<think>\nplan", n_calls=1, truncated_call=False, final_role="assistant")
+    assert (e.truncated, e.has_final_answer, e.reason) == (False, False, "call_pending")
+    assert output_ending("a", n_calls=1, truncated_call=False, final_role="tool",
+                         final_text="\nuser\n<tool_response>\nok").reason == "open_tool_response"
+    assert output_ending(None, n_calls=0, truncated_call=False, final_role=None).reason == "no_assistant_turn"
+    assert set(END_REASONS) >= {"open_call", "open_think", "open_answer", "empty_answer", "call_pending"}
+
+
+def test_summary_of_a_toolless_run_says_what_was_not_evaluated(runs: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    assert main(["scan", str(runs / "svg_run"), "-o", str(out), "--no-progress", "--fail-above", "0.2"]) == 0
+    cap = capsys.readouterr()
+    text = " ".join((cap.out + cap.err).split())
+    assert "no step rises significantly" not in text and "pass --tools" not in text
+    assert "early warning: not evaluated" in text and "tool-less run" in text
+    assert "--fail-above: not evaluated" in text
+    assert "open_think 2" in text and "open_answer 2" in text
+    assert main(["scan", str(runs / "svg_run"), "-o", str(out), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert (s["calls"], s["trajectories_with_tools"], s["truncated"]) == (0, 0, 4)
+    assert s["final_answer_rate"] == 28 / 32
+    assert s["end_reasons"] == {"open_answer": 2, "open_think": 2}
+    assert [g["kind"] for g in s["grouping"]] == ["one_group_per_step"]
+    assert "image" in s["grouping"][0]["message"] and "--rollout-n" in s["grouping"][0]["message"]
+
+
+def test_rollout_n_forms_the_groups(runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    assert main(["scan", str(runs / "svg_run"), "-o", str(out), "--json", "--rollout-n", "8"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["grouping"] == []
+    t = pl.read_parquet(out / "trajectories.parquet")
+    sizes = t.group_by("group_id").len()["len"].to_list()
+    assert len(sizes) == 4 and set(sizes) == {8}  # 2 steps × 2 images × 8 samples
+    assert json.loads((out / "manifest.json").read_text())["options"]["rollout_n"] == 8
+    # a wrong n on a text-only run: groups of consecutive records that hold different prompts are named
+    assert main(["scan", str(runs / "gsm8k_plain"), "-o", str(tmp_path / "g"), "--json", "--rollout-n", "3"]) == 0
+    kinds = [g["kind"] for g in json.loads(capsys.readouterr().out)["grouping"]]
+    assert "rollout_n_mixes_prompts" in kinds
+    assert main(["scan", str(runs / "svg_run"), "-o", str(tmp_path / "z"), "--rollout-n", "0"]) == 2
+
+
+def test_fail_above_with_declared_tools_but_no_call(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Tools declared, never called: there is no rate to judge, and that is not a pass (exit 2, the right words)."""
+    from helpers.verl_lines import qwen35_prompt
+
+    d = tmp_path / "run"
+    d.mkdir()
+    line = {"input": qwen35_prompt("q"), "output": "I will not call anything.", "score": 0.0, "step": 1}
+    (d / "1.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    assert main(["scan", str(d), "-o", str(tmp_path / "o"), "--no-progress", "--fail-above", "0.2"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "declare tools but no output makes a call" in err and "Traceback" not in err
