@@ -138,3 +138,29 @@ def test_fail_above_with_declared_tools_but_no_call(tmp_path: Path, capsys: pyte
     assert main(["scan", str(d), "-o", str(tmp_path / "o"), "--no-progress", "--fail-above", "0.2"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "declare tools but no output makes a call" in err and "Traceback" not in err
+
+
+def test_pool_of_a_toolless_run_uses_rollout_groups_and_no_tool_hints(runs: Path, tmp_path: Path) -> None:
+    from trajlab.curate import PoolOptions, build_sft_pool
+
+    out = tmp_path / "o"
+    scan([runs / "svg_run"], out, ScanOptions(jobs=1), progress=False)
+    base = dict(ratio="5:0:2", min_score="any", val_fraction=0.25, seed=0)
+    # without --rollout-n: one group per step (identical inputs), so the per-group cap keeps 2 positives a step
+    # and no prompt can be held out; the card says why
+    plain = build_sft_pool(out, tmp_path / "p0", PoolOptions(**base), progress=False)
+    card0 = (tmp_path / "p0" / "README.md").read_text()
+    assert "one prompt group" in card0 and "--rollout-n" in card0
+    # (legacy text groups also span steps: the whole run is one group, capped at 2)
+    assert plain.candidates["positive"] == 2 and plain.val_rows == 0
+    s = build_sft_pool(out, tmp_path / "p1", PoolOptions(**base, rollout_n=8), progress=False)
+    # per step: records 1-8 (8 clean) and 9-16 (2 clean, 6 failed) are the groups; 2 positives each
+    assert s.candidates["positive"] == 8
+    val = pl.read_parquet(tmp_path / "p1" / "val.parquet")
+    assert val.height > 0  # groups are prompts now: some are held out
+    hints = pl.read_parquet(tmp_path / "p1" / "hint.parquet")
+    assert hints.height == 4  # the kept positives of the groups with failures (the second group of each step)
+    text = json.dumps(hints.to_dicts(), default=str)
+    assert "<tool_call>" not in text and "declared tools" not in text and "no tools declared" not in text
+    card = (tmp_path / "p1" / "README.md").read_text()
+    assert "tool-less prompts" in card and "--rollout-n 8" in card and "one prompt group" not in card

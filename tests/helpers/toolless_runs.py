@@ -33,6 +33,7 @@ SVG_STEPS = 2
 
 
 def svg_line(step: int, out: str, i: int) -> dict[str, Any]:
+    out = out.replace('x="100"', f'x="{100 + 20 * step + i}"')  # every sample its own (the pool drops duplicates)
     return {"input": SVG_PROMPT, "output": out, "score": -1.371299791660542 + i / 100, "step": step,
             "format": 1.0, "length": -5.2005930791098915, "l2": 0.08669370412826538}
 
