@@ -13,6 +13,7 @@ from trajlab.curate.options import DEFAULT_OOD_PROMPTS, DEFAULT_PER_GROUP, DEFAU
 from trajlab.curate.samples import KINDS
 from trajlab.tables import SCHEMA_VERSION
 
+
 def _prompts(n: int, what: str) -> str:
     return f"{n} {what} prompt{'s' if n != 1 else ''}"
 
