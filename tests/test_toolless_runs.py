@@ -164,3 +164,27 @@ def test_pool_of_a_toolless_run_uses_rollout_groups_and_no_tool_hints(runs: Path
     assert "<tool_call>" not in text and "declared tools" not in text and "no tools declared" not in text
     card = (tmp_path / "p1" / "README.md").read_text()
     assert "tool-less prompts" in card and "--rollout-n 8" in card and "one prompt group" not in card
+
+
+def test_report_of_a_toolless_run(runs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    scan([runs / "svg_run"], out, ScanOptions(jobs=1), progress=False)
+    dest = tmp_path / "r.html"
+    assert main(["report", str(out), "-o", str(dest)]) == 0
+    html = dest.read_text(encoding="utf-8")
+    assert "Early warning not evaluated" in html and "No early warning" not in html
+    assert "No call used a function name outside the declared tools" not in html
+    assert "Prompt groups." in html and "--rollout-n" in html
+
+
+def test_group_sizes_that_differ_across_steps(tmp_path: Path) -> None:
+    """A prompt dumped twice in a step (two batches) merges two text groups: sizes 8 among 4s, in two steps."""
+    from trajlab.groups import grouping_warnings
+
+    rows = []
+    for step in (1, 2, 3):
+        for prompt, n in (("A", 8 if step > 1 else 4), ("B", 4)):
+            rows += [{"run": "r", "split": "train", "step": step, "group_id": "p:" + prompt, "input": prompt}] * n
+    got = grouping_warnings(pl.DataFrame(rows))
+    assert [(g["kind"], g["usual_size"], g["odd_groups"], g["odd_sizes"]) for g in got] == [
+        ("group_sizes_differ", 4, 2, [8])]

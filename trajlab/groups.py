@@ -88,19 +88,20 @@ def grouping_warnings(traj: pl.LazyFrame | pl.DataFrame, rollout_n: int | None =
                     "message": f"run {run}: {vis.height:,} prompt groups come from inputs that mention an image "
                                f"whose placeholder was stripped; different images may share a group; {fix}",
                 })
-        sizes = g["size"]
-        if g.height >= 2:
-            mode = int(sizes.mode().sort()[-1])
-            odd = g.filter(pl.col("size") != mode)
+        for (split,), gs in g.group_by("split", maintain_order=True):  # (validation often samples n = 1)
+            if gs.height < 2:
+                continue
+            mode = int(gs["size"].mode().sort()[-1])
+            odd = gs.filter(pl.col("size") != mode)
             # (a step's last group may be short when a file was cut: only sizes that differ in steps count)
-            if odd.height and odd.select(pl.struct("split", "step").n_unique()).item() > 1:
+            if odd.height and odd["step"].n_unique() > 1:
                 other = sorted(set(odd["size"].to_list()))
                 out.append({
-                    "kind": "group_sizes_differ", "run": run, "usual_size": mode, "odd_groups": odd.height,
-                    "odd_sizes": other[:10],
-                    "message": f"run {run}: most prompt groups have {mode} trajectories, but {odd.height:,} have "
-                               f"{', '.join(map(str, other[:5]))}{'…' if len(other) > 5 else ''} (merged or split "
-                               f"groups?); per-group statistics may be off",
+                    "kind": "group_sizes_differ", "run": run, "split": split, "usual_size": mode,
+                    "odd_groups": odd.height, "odd_sizes": other[:10],
+                    "message": f"run {run} ({split}): most prompt groups have {mode} trajectories, but "
+                               f"{odd.height:,} have {', '.join(map(str, other[:5]))}{'…' if len(other) > 5 else ''} "
+                               "(merged or split groups?); per-group statistics may be off",
                 })
         if rollout_n:
             mixed = g.filter(pl.col("group_id").str.starts_with(f"rn{rollout_n}:") & (pl.col("inputs") > 1))
