@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from helpers.toolless_runs import make_gsm8k_runs, make_svg_run
+from helpers.toolless_runs import make_gsm8k_runs, make_svg_run, make_thinking_template_run
 
 from trajlab.cli import main
 from trajlab.ending import END_REASONS, output_ending
@@ -24,6 +24,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("toolless")
     make_svg_run(root)
     make_gsm8k_runs(root)
+    make_thinking_template_run(root)
     return root
 
 
@@ -60,6 +61,9 @@ def test_truncated_only_inside_a_structure(scanned: Path) -> None:
     assert got["gsm8k_think"] == {"run": "gsm8k_think", "n": 16, "truncated": 4, "final": 8, "open_think": 4,
                                   "empty_answer": 4}
     assert got["gsm8k_plain"] == {"run": "gsm8k_plain", "n": 16, "truncated": 0, "final": 16}
+    # the prompt opened <think>: an output without </think> never left the reasoning, unless an answer follows
+    assert got["gsm8k_open_think"] == {"run": "gsm8k_open_think", "n": 8, "truncated": 2, "final": 6,
+                                       "open_think": 2}
 
 
 def test_unbalanced_think_is_its_own_finding(scanned: Path) -> None:
@@ -89,6 +93,14 @@ def test_ending_reasons_for_calls_and_tool_blocks() -> None:
     assert output_ending("a", n_calls=1, truncated_call=False, final_role="tool",
                          final_text="\nuser\n<tool_response>\nok").reason == "open_tool_response"
     assert output_ending(None, n_calls=0, truncated_call=False, final_role=None).reason == "no_assistant_turn"
+    # gpt-oss: the last message on the analysis channel (special tokens stripped or kept) is the reasoning, cut
+    cut = "assistantanalysisI have what I need.assistantfinalIt rains.assistantanalysisLet me check"
+    assert output_ending(cut, n_calls=0, truncated_call=False, final_role="assistant",
+                         tool_format="gpt_oss").reason == "open_think"
+    done = "<|channel|>analysis<|message|>ok<|end|><|start|>assistant<|channel|>final<|message|>It rains."
+    assert output_ending(done, n_calls=0, truncated_call=False, final_role="assistant",
+                         tool_format="gpt_oss").has_final_answer
+    assert output_ending(cut, n_calls=0, truncated_call=False, final_role="assistant").has_final_answer  # not harmony
     assert set(END_REASONS) >= {"open_call", "open_think", "open_answer", "empty_answer", "call_pending"}
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from trajlab.ending import output_ending
+from trajlab.ending import output_ending, prompt_opens_think
 from trajlab.ingest.tool_schemas import tools_from_prompt
 from trajlab.model import RawTrajectory, Turn, TurnAnalysis, TurnContext
 
@@ -72,6 +72,7 @@ class PromptFacts:
     tools_json: str | None
     tools_source: str | None
     forbids_suffix: bool
+    opens_think: bool = False  # the prompt ends inside an opened <think> (a thinking template)
 
 
 @lru_cache(maxsize=2048)
@@ -85,6 +86,7 @@ def prompt_facts(input_text: str) -> PromptFacts:
         tools_json=json.dumps(tools, ensure_ascii=False, sort_keys=True) if tools else None,
         tools_source=src,
         forbids_suffix=prompt_forbids_suffix(input_text),
+        opens_think=prompt_opens_think(input_text),
     )
 
 
@@ -152,7 +154,8 @@ def analyze_trajectory(
     final = rec.turns[-1] if rec.turns else None
     end = output_ending(asst[-1].text if asst else None, n_calls=last_calls, truncated_call=last_trunc,
                         final_role=final.role if final is not None else None,
-                        final_text=final.text if final is not None else "")
+                        final_text=final.text if final is not None else "", tool_format=fmt or "none",
+                        starts_in_think=facts.opens_think and bool(asst) and asst[-1].index == 0)
     return TrajectoryAnalysis(
         tool_format=fmt or "none",
         tools=use_tools,

@@ -87,3 +87,18 @@ def make_gsm8k_runs(root: Path) -> tuple[Path, Path]:
         (plain / f"{step}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in p_lines), encoding="utf-8")
         (think / f"{step}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in t_lines), encoding="utf-8")
     return plain, think
+
+
+def make_thinking_template_run(root: Path) -> Path:
+    """``root/gsm8k_open_think``: the prompt ends inside ``<think>`` (a thinking template's generation prompt), so
+    outputs have ``</think>`` only. Per step (1 prompt × 4): 2 close the reasoning and answer (final), 1 never
+    closes it (truncated: open_think), 1 never closes it but ends with a complete ``<answer>`` (final)."""
+    d = root / "gsm8k_open_think"
+    d.mkdir(parents=True, exist_ok=True)
+    outs = ["30 times 5 is 150.\n</think>\n\n#### 250", "150 + 100.\n</think>\n\nSo 250 liters.\n\n#### 250",
+            "30 times 5 is 150, and 20 times", "150 + 100 = 250.\n<answer>250</answer>"]
+    for step in (1, 2):
+        lines = [{"input": f"user\n{GSM_QUESTIONS[0]}{GSM_SUFFIX}<think>\n", "output": o, "score": 1.0, "step": step}
+                 for o in outs]
+        (d / f"{step}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return d
