@@ -114,8 +114,9 @@ def test_summary_of_a_toolless_run_says_what_was_not_evaluated(runs: Path, tmp_p
     assert "early warning: not evaluated" in text and "tool-less run" in text
     assert "--fail-above: not evaluated" in text
     assert "open_think 2" in text and "open_answer 2" in text
-    assert main(["scan", str(runs / "svg_run"), "-o", str(out), "--json"]) == 0
+    assert main(["scan", str(runs / "svg_run"), "-o", str(out), "--json", "--fail-above", "0.2"]) == 0
     s = json.loads(capsys.readouterr().out)
+    assert s["fail_above"]["evaluated"] is False and s["fail_above"]["tripped"] == []
     assert (s["calls"], s["trajectories_with_tools"], s["truncated"]) == (0, 0, 4)
     assert s["final_answer_rate"] == 28 / 32
     assert s["end_reasons"] == {"open_answer": 2, "open_think": 2}
@@ -200,3 +201,14 @@ def test_group_sizes_that_differ_across_steps(tmp_path: Path) -> None:
     got = grouping_warnings(pl.DataFrame(rows))
     assert [(g["kind"], g["usual_size"], g["odd_groups"], g["odd_sizes"]) for g in got] == [
         ("group_sizes_differ", 4, 2, [8])]
+
+
+def test_show_says_why_an_output_is_truncated(scanned: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    t = pl.read_parquet(scanned / "trajectories.parquet")
+    cut = t.filter((pl.col("run") == "svg_run") & (pl.col("end_reason") == "open_answer"))["trajectory_id"][0]
+    assert main(["show", str(scanned), cut]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "an answer block (<answer>) is opened and never closed" in text
+    whole = t.filter(pl.col("has_final_answer") & (pl.col("run") == "svg_run"))["trajectory_id"][0]
+    assert main(["show", str(scanned), whole]) == 0
+    assert "truncated:" not in capsys.readouterr().out

@@ -59,10 +59,12 @@ def register(app: typer.Typer) -> None:
             progress=not no_progress and not as_json,
         )
         tripped = tripped_runs(summary.steps, fail_above, window) if fail_above is not None else []
+        tool_less = summary.calls == 0 and summary.trajectories > 0 and not summary.trajectories_with_tools
         if as_json:
             d = summary.to_dict()
             if fail_above is not None:
-                d["fail_above"] = {"threshold": fail_above, "window": window, "tripped": tripped}
+                d["fail_above"] = {"threshold": fail_above, "window": window, "tripped": tripped,
+                                   "evaluated": not tool_less and summary.calls > 0}
             typer.echo(json.dumps(d, indent=2, default=str))
         else:
             from trajlab.scan.view import print_summary
@@ -73,7 +75,7 @@ def register(app: typer.Typer) -> None:
             print_summary(summary, console, category_steps(out))
         if strict and summary.ingest_errors:
             raise InputError(f"--strict: {summary.ingest_errors} ingest error(s); see {out}/ingest_errors.parquet")
-        if fail_above is not None and summary.calls == 0 and summary.trajectories and not summary.trajectories_with_tools:
+        if fail_above is not None and tool_less:
             # a tool-less run: a malformed-call breaker does not apply (there is no call to be malformed); say so
             # and pass, so one pipeline can watch tool and tool-less runs alike
             warn(f"--fail-above: not evaluated: a tool-less run ({summary.trajectories:,} trajectories, no prompt "
