@@ -212,3 +212,18 @@ def test_show_says_why_an_output_is_truncated(scanned: Path, capsys: pytest.Capt
     whole = t.filter(pl.col("has_final_answer") & (pl.col("run") == "svg_run"))["trajectory_id"][0]
     assert main(["show", str(scanned), whole]) == 0
     assert "truncated:" not in capsys.readouterr().out
+
+
+def test_pool_card_words_for_an_empty_val_and_the_achieved_mix() -> None:
+    from trajlab.curate.card import val_prompts_line
+    from trajlab.curate.mix import achieved_ratio
+
+    kinds = {"positive": {"val": 0}, "error_demo": {"val": 0}, "hint": {"val": 0}}
+    assert val_prompts_line({"split": {"val_prompts": 1}, "kinds": kinds}) == (
+        "1 held-out prompt, but none of the selected samples is from them: `val.parquet` is empty")
+    assert val_prompts_line({"split": {"val_prompts": 0}, "kinds": kinds}) == (
+        "no validation prompts (`val.parquet` is empty)")
+    kinds["hint"]["val"] = 3
+    assert val_prompts_line({"split": {"val_prompts": 2}, "kinds": kinds}) == "2 validation prompts"
+    assert achieved_ratio({"positive": 12, "error_demo": 0, "hint": 12}, (5, 0, 2)) == "1:0:1 (12:0:12 samples)"
+    assert achieved_ratio({"positive": 50, "error_demo": 21, "hint": 29}, (5, 3, 2)) == "2.38:1:1.38 (50:21:29 samples)"

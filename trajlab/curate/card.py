@@ -18,7 +18,7 @@ def _prompts(n: int, what: str) -> str:
     return f"{n} {what} prompt{'s' if n != 1 else ''}"
 
 
-def _val_prompts(info: dict[str, Any]) -> str:
+def val_prompts_line(info: dict[str, Any]) -> str:
     """The validation prompts, said as they are: none held out, or held out but with no sample in ``val.parquet``."""
     n = info["split"]["val_prompts"]
     samples = sum(k.get("val", 0) for k in info["kinds"].values())
@@ -156,7 +156,7 @@ def write_card(pool: Path, info: dict[str, Any]) -> Path:
         "- **hint**: a positive trajectory of a prompt group that also had malformed or low-scoring rollouts, "
         "with a hint for the category the group got wrong appended to its system prompt.",
         f"- **split**: by prompt (hash of the prompt text), validation fraction {info['options']['val_fraction']:g}; "
-        f"{_prompts(info['split']['train_prompts'], 'train')}, {_val_prompts(info)}.",
+        f"{_prompts(info['split']['train_prompts'], 'train')}, {val_prompts_line(info)}.",
         *([f"- **tool-less prompts**: {n} hint sample(s) come from prompts that declare no tools; their hint is "
            "about the answer's structure (e.g. the <think>/<answer> layout), never a tool-call template."]
           if (n := info["kinds"]["hint"]["dropped"].get("tool_less", 0)) else []),
