@@ -92,7 +92,7 @@ def output_ending(last_text: str | None, *, n_calls: int, truncated_call: bool, 
         m = complete_answer(text)
         if m is None:
             return Ending(True, False, "open_think")
-        tail_start = m.start()
+        tail_start = m[0]
     elif "think>" in text:
         regions = think_regions(text)
         last = regions[-1] if regions else None
@@ -103,7 +103,7 @@ def output_ending(last_text: str | None, *, n_calls: int, truncated_call: bool, 
                 return Ending(True, False, "open_think")
             # a complete answer follows the unclosed <think>: read what comes after the reasoning from the answer on
             m = complete_answer(text, last[0])
-            tail_start = m.start() if m is not None else len(text)
+            tail_start = m[0] if m is not None else len(text)
         elif last is not None:
             tail_start = last[5]
     tail = text[tail_start:]

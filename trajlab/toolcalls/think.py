@@ -7,8 +7,6 @@ that is missing (a turn that starts inside the block the generation prompt opene
 
 from __future__ import annotations
 
-import re
-
 
 def think_regions(text: str) -> list[tuple[int, int, int, int, int, int]]:
     """(content_start, content_end, open_start, open_end, close_start, close_end); -1 for a missing tag."""
@@ -57,12 +55,21 @@ def think_spans(think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[
 
 #: tags that wrap a think/answer run's final answer (``<answer>…</answer>``, ...)
 ANSWER_TAGS: tuple[str, ...] = ("answer", "final_answer", "solution")
-_ANSWER = re.compile(r"<(" + "|".join(ANSWER_TAGS) + r")>.*?</\1>", re.S)
 
 
-def complete_answer(text: str, start: int = 0) -> re.Match[str] | None:
-    """The first complete answer block (``<answer>…</answer>``, any of :data:`ANSWER_TAGS`) at or after ``start``."""
-    return _ANSWER.search(text, start)
+def complete_answer(text: str, start: int = 0) -> tuple[int, int, str] | None:
+    """The first complete answer block (``<answer>…</answer>``, any of :data:`ANSWER_TAGS`) at or after ``start``:
+    ``(start, end, tag)``. Two ``str.find`` per tag: if a tag's first opener has no closer after it, no later
+    opener has one either (linear even on hostile text with many openers)."""
+    best: tuple[int, int, str] | None = None
+    for tag in ANSWER_TAGS:
+        o = text.find(f"<{tag}>", start)
+        if o < 0 or (best is not None and o >= best[0]):
+            continue
+        c = text.find(f"</{tag}>", o + len(tag) + 2)
+        if c >= 0:
+            best = (o, c + len(tag) + 3, tag)
+    return best
 
 
 def unbalanced_think(text: str, think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[str, int, int, str]]:
@@ -77,7 +84,7 @@ def unbalanced_think(text: str, think: list[tuple[int, int, int, int, int, int]]
         if c_s < 0 and os_ >= 0:
             m = complete_answer(text, cs)
             if m is not None:
-                out.append(("unclosed", os_, os_ + 7, m.group(1)))
+                out.append(("unclosed", os_, os_ + 7, m[2]))
     return out
 
 
@@ -97,5 +104,5 @@ def repair_think(text: str) -> str | None:
             m = complete_answer(out, e)
             if m is None:  # (cannot happen: the answer follows the opener)
                 return None
-            out = out[:m.start()] + "</think>\n" + out[m.start():]
+            out = out[:m[0]] + "</think>\n" + out[m[0]:]
     return out
