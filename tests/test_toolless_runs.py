@@ -227,3 +227,22 @@ def test_pool_card_words_for_an_empty_val_and_the_achieved_mix() -> None:
     assert val_prompts_line({"split": {"val_prompts": 2}, "kinds": kinds}) == "2 validation prompts"
     assert achieved_ratio({"positive": 12, "error_demo": 0, "hint": 12}, (5, 0, 2)) == "1:0:1 (12:0:12 samples)"
     assert achieved_ratio({"positive": 50, "error_demo": 21, "hint": 29}, (5, 3, 2)) == "2.38:1:1.38 (50:21:29 samples)"
+
+
+def test_hostile_answer_and_think_tags_stay_linear() -> None:
+    """200,000 unclosed openers: one pass each, not one pass per opener (the regex reading was quadratic)."""
+    import time
+
+    from trajlab.model import TurnContext
+    from trajlab.toolcalls import analyze_turn
+
+    t0 = time.perf_counter()
+    e = output_ending("<think>" + "<answer>x" * 200_000, n_calls=0, truncated_call=False, final_role="assistant")
+    assert e.reason == "open_think"
+    assert output_ending("<answer>" * 200_000, n_calls=0, truncated_call=False,
+                         final_role="assistant").reason == "open_answer"
+    ta = analyze_turn("<think>" * 50_000 + "</think><answer>1</answer>", tool_format="none", tools=None,
+                      context=TurnContext())
+    assert [(f.category, f.start) for f in ta.findings] == [("unbalanced_think", 7)]  # one per block
+    assert repair_think("<think>" * 50_000 + "</think><answer>1</answer>") == "<think></think><answer>1</answer>"
+    assert time.perf_counter() - t0 < 20  # (seconds on a loaded 2-core machine; quadratic took hours)

@@ -90,19 +90,21 @@ def unbalanced_think(text: str, think: list[tuple[int, int, int, int, int, int]]
 
 def repair_think(text: str) -> str | None:
     """The turn with its unbalanced ``<think>`` fixed (see :func:`unbalanced_think`): ``</think>`` inserted before
-    the answer that follows an unclosed block, a second opener inside an open block deleted; None when there is
-    nothing to fix."""
+    the answer that follows an unclosed block, every extra opener inside a closed block deleted; None when there
+    is nothing to fix."""
     think = think_regions(text) if "think>" in text else []
-    issues = unbalanced_think(text, think)
-    if not issues:
+    if not unbalanced_think(text, think):
         return None
-    out = text
-    for variant, s, e, _tag in sorted(issues, key=lambda x: x[1], reverse=True):
-        if variant == "reopened":
-            out = out[:s] + out[e:]
-        else:
-            m = complete_answer(out, e)
-            if m is None:  # (cannot happen: the answer follows the opener)
-                return None
-            out = out[:m[0]] + "</think>\n" + out[m[0]:]
-    return out
+    pieces: list[str] = []
+    pos = 0
+    for cs, ce, os_, _oe, c_s, _c_e in think:
+        if c_s >= 0:  # a closed block: drop the openers inside it
+            pieces += [text[pos:cs], text[cs:ce].replace("<think>", "")]
+            pos = ce
+        elif os_ >= 0:  # the last block, never closed: close it before the answer that follows
+            m = complete_answer(text, cs)
+            if m is not None:
+                pieces += [text[pos:m[0]], "</think>\n"]
+                pos = m[0]
+    pieces.append(text[pos:])
+    return "".join(pieces)
