@@ -179,7 +179,7 @@ STEPS = TableSpec(
         C("malformed_rate", F64, "malformed_calls / calls (null when no calls)"),
         C("trajectories_with_malformed", I64, "", False),
         C("mean_score", F64, ""),
-        C("final_answer_rate", F64, "share of trajectories whose last assistant turn has no call", False),
+        C("final_answer_rate", F64, "share of trajectories with a final answer (trajectories.has_final_answer)", False),
         C("category_counts", pa.map_(STR, I64), "calls per category (a call counts once per category)", False),
     ),
     ("run", "split", "step"),
