@@ -246,3 +246,16 @@ def test_hostile_answer_and_think_tags_stay_linear() -> None:
     assert [(f.category, f.start) for f in ta.findings] == [("unbalanced_think", 7)]  # one per block
     assert repair_think("<think>" * 50_000 + "</think><answer>1</answer>") == "<think></think><answer>1</answer>"
     assert time.perf_counter() - t0 < 20  # (seconds on a loaded 2-core machine; quadratic took hours)
+
+
+def test_mixed_scan_names_the_toolless_run_and_no_tools_hint_for_it(runs: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A tool run with schemas next to a tool-less run: the tool-less run is 'not evaluated', and --tools is not
+    suggested (every call already had its schema)."""
+    from helpers.scan_inputs import make_messy
+
+    tool_run = make_messy(tmp_path / "tools") / "rollout"
+    assert main(["scan", str(tool_run / "1.jsonl"), str(runs / "svg_run"), "-o", str(tmp_path / "o"),
+                 "--no-progress"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "not evaluated for svg_run" in text and "pass --tools" not in text

@@ -45,6 +45,8 @@ class ScanSummary:
     #: trajectories whose prompt (or --tools, or the record) declares tools or a call format: where tool calls
     #: are expected at all (0 with 0 calls: a tool-less run, whose call checks and early warning do not apply)
     trajectories_with_tools: int = 0
+    #: trajectories that make calls with no tool schema known (what ``--tools FILE`` would let the schema checks read)
+    unchecked_with_calls: int = 0
     truncated: int = 0  # trajectories whose output stops inside a structure (trajectories.truncated)
     #: why outputs are truncated or have no final answer: end_reason → trajectories (trajlab.ending.END_REASONS)
     end_reasons: dict[str, int] = field(default_factory=dict)
@@ -89,7 +91,9 @@ def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float,
         pl.col("schema_checked").mean().alias("sc"),
         (pl.col("schema_checked") | (pl.col("tool_format").fill_null("none") != "none")).sum().alias("wt"),
         pl.col("truncated").sum().alias("tr"),
+        ((pl.col("n_calls") > 0) & ~pl.col("schema_checked")).sum().alias("uc"),
     ).collect().row(0, named=True)
+    s.unchecked_with_calls = int(traj["uc"] or 0)
     s.trajectories_with_tools = int(traj["wt"] or 0)
     s.truncated = int(traj["tr"] or 0)
     reasons = (pl.scan_parquet(table_path(out, "trajectories")).drop_nulls("end_reason").group_by("end_reason").len()
