@@ -259,3 +259,16 @@ def test_mixed_scan_names_the_toolless_run_and_no_tools_hint_for_it(runs: Path, 
                  "--no-progress"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "not evaluated for svg_run" in text and "pass --tools" not in text
+
+
+def test_identical_inputs_that_mention_an_image() -> None:
+    from trajlab.groups import grouping_warnings
+
+    rows = []
+    for step in (1, 2):
+        for prompt in ("<image>\nDescribe the picture.", "What is 2 + 2?"):
+            rows += [{"run": "vl", "split": "train", "step": step, "group_id": "p:" + prompt[:3], "input": prompt}] * 8
+    got = grouping_warnings(pl.DataFrame(rows))
+    assert [(g["kind"], g["groups"]) for g in got] == [("identical_vision_inputs", 2)]
+    # a uid run is grouped by verl's uid: identical text is not suspicious there
+    assert grouping_warnings(pl.DataFrame([{**r, "group_id": "u" + str(i // 8)} for i, r in enumerate(rows)])) == []

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 #: prefix of the groups that come from the prompt text (records without a uid)
 TEXT_GROUP_PREFIX = "p:"
 #: image/video placeholders as decoded by common vision chat templates, and an image label followed only by
-#: blank lines (the placeholder's special tokens stripped when the dump was decoded)
+#: blank lines (the placeholder's special tokens stripped when the dump was decoded); polars runs the pattern
+#: (Rust regex syntax, which this pattern shares with Python's)
 VISION_RESIDUE = re.compile(
     r"<image>|<video>|<\|image_pad\|>|<\|video_pad\|>|<\|vision_start\|>|<\|vision_end\|>|<img>|\[IMG\]|"
     r"<start_of_image>|<\|image\|>|(?i:\b(?:image|picture|photo|video)\b[^\n]{0,40}:[ \t]*\n[ \t]*\n)")
@@ -56,10 +57,12 @@ def grouping_warnings(traj: pl.LazyFrame | pl.DataFrame, rollout_n: int | None =
     import polars as pl
 
     lf = traj.lazy() if isinstance(traj, pl.DataFrame) else traj
+    # one row per group, holding no prompt text: its size, how many distinct inputs (by hash), and whether its
+    # first input mentions an image whose placeholder is gone (streamed: a big scan's prompts are never all loaded)
     groups = (lf.group_by("run", "split", "step", "group_id")
-              .agg(pl.len().alias("size"), pl.col("input").n_unique().alias("inputs"),
-                   pl.col("input").first().alias("input"))
-              .collect())
+              .agg(pl.len().alias("size"), pl.col("input").hash().n_unique().alias("inputs"),
+                   pl.col("input").first().fill_null("").str.contains(VISION_RESIDUE.pattern).alias("vision"))
+              .collect(engine="streaming"))
     out: list[dict[str, Any]] = []
     fix = "pass --rollout-n N (verl's actor_rollout_ref.rollout.n) so that N consecutive records form a group"
     for (run,), g in groups.sort("run", "split", "step", "group_id").group_by("run", maintain_order=True):
@@ -69,7 +72,7 @@ def grouping_warnings(traj: pl.LazyFrame | pl.DataFrame, rollout_n: int | None =
         whole = whole.filter((pl.col("groups") == 1) & (pl.col("n") >= MIN_STEP))
         if whole.height:
             sizes = sorted(set(whole["n"].to_list()))
-            vision = any(VISION_RESIDUE.search(s or "") for s in text["input"].to_list()[:50])
+            vision = bool(text["vision"].any())
             why = (" (the inputs mention an image whose placeholder was stripped, so different images read the same)"
                    if vision else "")
             out.append({
@@ -80,9 +83,8 @@ def grouping_warnings(traj: pl.LazyFrame | pl.DataFrame, rollout_n: int | None =
                            f"their inputs are identical{why}; {fix}",
             })
         elif text.height:
-            vis = text.filter(pl.col("size") > 1)
-            hits = [s for s in vis["input"].to_list()[:200] if VISION_RESIDUE.search(s or "")]
-            if hits:
+            vis = text.filter((pl.col("size") > 1) & pl.col("vision"))
+            if vis.height:
                 out.append({
                     "kind": "identical_vision_inputs", "run": run, "groups": vis.height,
                     "message": f"run {run}: {vis.height:,} prompt groups come from inputs that mention an image "
