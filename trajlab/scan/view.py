@@ -109,7 +109,7 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
     if s.final_answer_rate is not None:
         head.add_row("final-answer rate", f"{s.final_answer_rate:.1%}" + end_note(s))
     if (s.schema_checked_rate is not None and s.schema_checked_rate < 1.0 and not no_calls
-            and getattr(s, "unchecked_with_calls", 1)):  # (--tools helps only where calls went unchecked)
+            and int(getattr(s, "unchecked_with_calls", 1)) > 0):  # (--tools helps only where calls went unchecked)
         head.add_row(
             "schema checks",
             Text(f"skipped for {1 - s.schema_checked_rate:.0%} of trajectories (no tool schema: pass --tools FILE)", style="yellow"),
