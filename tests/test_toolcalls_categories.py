@@ -237,6 +237,10 @@ CASES = [
          "null_string", "null", "info", None),
     Case("unclosed_think", "<think>\nI should search for", "qwen3_coder", "unclosed_think", "at_end", "<think>",
          "info", None),
+    Case("unbalanced_think_unclosed", "<think>\nA square.\n<answer>\n<svg/>\n</answer>", "none", "unbalanced_think",
+         "unclosed", "<think>", "warning", None),
+    Case("unbalanced_think_reopened", "<think>\nA<think>\nB</think>\n<answer>4</answer>", "none", "unbalanced_think",
+         "reopened", "<think>", "warning", None),
 ]
 
 

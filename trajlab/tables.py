@@ -25,7 +25,8 @@ from trajlab.ownfiles import PARQUET_KEY
 #: Bumped whenever a column is added, removed, renamed or changes type.
 #: 1.1: calls.verl_executes, calls.verl_function_name, calls.verl_arguments (verl's reading of each call).
 #: 1.2: trajectories.run; steps one row per (run, split, step) (was per (split, step)).
-SCHEMA_VERSION = "1.3"
+#: 1.4: trajectories.end_reason (why an output is truncated or has no final answer).
+SCHEMA_VERSION = "1.4"
 
 PARQUET_COMPRESSION = "zstd"
 
@@ -85,8 +86,13 @@ TRAJECTORIES = TableSpec(
         C("n_turns", I32, "number of turns (assistant + tool) in the output", False),
         C("n_calls", I32, "tool calls found in assistant turns", False),
         C("n_malformed_calls", I32, "calls with status malformed", False),
-        C("has_final_answer", BOOL, "the last assistant turn contains no tool call and the output is not truncated", False),
-        C("truncated", BOOL, "the output ends inside a call or a think block (hit the length limit)", False),
+        C("has_final_answer", BOOL, "the last assistant turn has text outside <think> and no tool call, and the output is not "
+          "truncated (a complete <answer> after a <think> never closed counts)", False),
+        C("truncated", BOOL, "the output stops inside a structure it opened: a call or parameter, a <think> with no "
+          "answer after it, an <answer> never closed, a tool response block (hit the length limit)", False),
+        C("end_reason", STR, "why the output is truncated or has no final answer (null: a final answer): open_call | "
+          "open_think | open_answer | open_tool_response | call_pending | after_tool_response | empty_answer | "
+          "no_assistant_turn (trajlab.ending.END_REASONS)"),
         C("schema_checked", BOOL, "tool schemas were known, so schema checks ran", False),
         C("input", STR, "the decoded prompt, as dumped"),
         C("output", STR, "the decoded response (all turns), as dumped"),
@@ -174,7 +180,7 @@ STEPS = TableSpec(
         C("malformed_rate", F64, "malformed_calls / calls (null when no calls)"),
         C("trajectories_with_malformed", I64, "", False),
         C("mean_score", F64, ""),
-        C("final_answer_rate", F64, "share of trajectories whose last assistant turn has no call", False),
+        C("final_answer_rate", F64, "share of trajectories with a final answer (trajectories.has_final_answer)", False),
         C("category_counts", pa.map_(STR, I64), "calls per category (a call counts once per category)", False),
     ),
     ("run", "split", "step"),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from trajlab.ending import output_ending, prompt_opens_think
 from trajlab.ingest.tool_schemas import tools_from_prompt
 from trajlab.model import RawTrajectory, Turn, TurnAnalysis, TurnContext
 
@@ -27,6 +28,7 @@ class TrajectoryAnalysis:
     n_malformed: int
     has_final_answer: bool
     truncated: bool
+    end_reason: str | None = None  # why truncated / no final answer (a key of trajlab.ending.END_REASONS)
     notes: list[str] = field(default_factory=list)  # e.g. a turn over the per-turn cap (ingest_errors rows)
 
 
@@ -70,6 +72,7 @@ class PromptFacts:
     tools_json: str | None
     tools_source: str | None
     forbids_suffix: bool
+    opens_think: bool = False  # the prompt ends inside an opened <think> (a thinking template)
 
 
 @lru_cache(maxsize=2048)
@@ -83,6 +86,7 @@ def prompt_facts(input_text: str) -> PromptFacts:
         tools_json=json.dumps(tools, ensure_ascii=False, sort_keys=True) if tools else None,
         tools_source=src,
         forbids_suffix=prompt_forbids_suffix(input_text),
+        opens_think=prompt_opens_think(input_text),
     )
 
 
@@ -127,8 +131,7 @@ def analyze_trajectory(
     out: list[tuple[Turn, TurnAnalysis | None]] = []
     notes: list[str] = []
     n_calls = n_bad = 0
-    last_has_call = False
-    truncated = False
+    last_calls, last_trunc = 0, False
     for t in rec.turns:
         if t.role != "assistant":
             out.append((t, None))
@@ -146,16 +149,13 @@ def analyze_trajectory(
             n_calls += len(ta.calls)
             n_bad += sum(1 for c in ta.calls if c.status == "malformed")
         if t.index == last_asst:
-            last_has_call = bool(ta.calls)
-            if is_last and (
-                any(f.category == "truncated_call" for f in ta.findings)
-                or t.text.count("<think>") > t.text.count("</think>")
-            ):
-                truncated = True
-    if rec.turns and rec.turns[-1].role == "tool":
-        # the output ends inside a tool block: the run stopped before the model could answer
-        last_has_call = True
-        truncated = truncated or "</tool_response>" not in rec.turns[-1].text
+            last_calls = len(ta.calls)
+            last_trunc = any(f.category == "truncated_call" for f in ta.findings)
+    final = rec.turns[-1] if rec.turns else None
+    end = output_ending(asst[-1].text if asst else None, n_calls=last_calls, truncated_call=last_trunc,
+                        final_role=final.role if final is not None else None,
+                        final_text=final.text if final is not None else "", tool_format=fmt or "none",
+                        starts_in_think=facts.opens_think and bool(asst) and asst[-1].index == 0)
     return TrajectoryAnalysis(
         tool_format=fmt or "none",
         tools=use_tools,
@@ -164,8 +164,9 @@ def analyze_trajectory(
         turns=out,
         n_calls=n_calls,
         n_malformed=n_bad,
-        has_final_answer=bool(asst) and not last_has_call and not truncated,
-        truncated=truncated,
+        has_final_answer=end.has_final_answer,
+        truncated=end.truncated,
+        end_reason=end.reason,
         notes=notes,
     )
 

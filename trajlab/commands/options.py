@@ -69,6 +69,14 @@ def run_paths_option(help: str = "NAME=PATH: the files under PATH form run NAME 
     return typer.Option([], "--run", help=help)
 
 
+def rollout_n_option() -> Any:
+    """``--rollout-n N``: verl's ``actor_rollout_ref.rollout.n``; records without a uid form groups of N consecutive
+    records (``scan``, ``build-sft-pool``)."""
+    return typer.Option(None, "--rollout-n",
+                        help="verl's rollout.n: records without a uid form prompt groups of N consecutive records "
+                             "(verl writes a prompt's samples together). Default: group by uid, else by prompt text.")
+
+
 def out_option(default: Any, help: str, **kw: Any) -> Any:
     """``-o/--out``: the path the command writes (a directory or a file, per command)."""
     return typer.Option(default, "-o", "--out", help=help, **kw)

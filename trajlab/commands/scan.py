@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         no_progress: bool = opt.no_progress_option(),
         engine: str | None = typer.Option(None, "--engine", help="auto, columnar or records (default: $TRAJLAB_ENGINE, else auto). Same tables either way; the manifest records which engine read each file."),
         run: list[str] = opt.run_paths_option("NAME=PATH: the files under PATH form run NAME (repeatable; PATH is scanned too)."),
+        rollout_n: int | None = opt.rollout_n_option(),
     ) -> None:
         """Scan rollout dumps: classify every tool call and write Parquet tables into OUT.
 
@@ -53,14 +54,17 @@ def register(app: typer.Typer) -> None:
             paths or [],
             out,
             ScanOptions(tools=tools, input_format=input_format, tool_format=tool_format, rules_dirs=tuple(rules),
-                        jobs=jobs, strict=False, incremental=not full, engine=engine, runs=named),
+                        jobs=jobs, strict=False, incremental=not full, engine=engine, runs=named,
+                        rollout_n=rollout_n),
             progress=not no_progress and not as_json,
         )
         tripped = tripped_runs(summary.steps, fail_above, window) if fail_above is not None else []
+        tool_less = summary.calls == 0 and summary.trajectories > 0 and not summary.trajectories_with_tools
         if as_json:
             d = summary.to_dict()
             if fail_above is not None:
-                d["fail_above"] = {"threshold": fail_above, "window": window, "tripped": tripped}
+                d["fail_above"] = {"threshold": fail_above, "window": window, "tripped": tripped,
+                                   "evaluated": not tool_less and summary.calls > 0}
             typer.echo(json.dumps(d, indent=2, default=str))
         else:
             from trajlab.scan.view import print_summary
@@ -71,7 +75,19 @@ def register(app: typer.Typer) -> None:
             print_summary(summary, console, category_steps(out))
         if strict and summary.ingest_errors:
             raise InputError(f"--strict: {summary.ingest_errors} ingest error(s); see {out}/ingest_errors.parquet")
-        if fail_above is not None and summary.recent_rate(window) is None:
+        if fail_above is not None and tool_less:
+            # a tool-less run: a malformed-call breaker does not apply (there is no call to be malformed); say so
+            # and pass, so one pipeline can watch tool and tool-less runs alike
+            warn(f"--fail-above: not evaluated: a tool-less run ({summary.trajectories:,} trajectories, no prompt "
+                 "declares tools, no output makes a call); the malformed-call rate does not apply")
+        elif fail_above is not None and summary.calls == 0 and summary.trajectories:
+            # tools declared but never called: nothing to judge, and a run that stopped calling its tools is no pass
+            raise InputError(
+                f"--fail-above: {summary.trajectories_with_tools:,} of {summary.trajectories:,} trajectories declare "
+                "tools but no output makes a call, so there is no malformed-call rate to judge; the check cannot pass",
+                hint=f"see how the outputs end: trajlab sql {out} \"SELECT tool_format, end_reason, count(*) AS n "
+                     "FROM trajectories GROUP BY ALL ORDER BY n DESC\"")
+        elif fail_above is not None and summary.recent_rate(window) is None:
             # the breaker fails closed: nothing to judge is not a pass
             raise InputError(
                 f"--fail-above: no tool calls with a step to judge ({summary.trajectories} trajectories, "

@@ -43,6 +43,7 @@ def register(app: typer.Typer) -> None:
         rules: list[Path] = opt.rules_option("Extra rule-pack directory with its own hints.yaml (repeatable)."),
         as_json: bool = opt.json_option("Print the summary as JSON instead of a table."),
         no_progress: bool = opt.no_progress_option("No progress bars."),
+        rollout_n: int | None = opt.rollout_n_option(),
     ) -> None:
         """Build the interleaved-SFT pool (positive, error-demonstration and hint samples) from a scan.
 
@@ -68,6 +69,7 @@ def register(app: typer.Typer) -> None:
             seed=seed,
             rules_dirs=tuple(str(r) for r in rules),
             source_splits=tuple(source_split),
+            rollout_n=rollout_n,
             runs=tuple(run),
         )
         summary = build_sft_pool(out, pool, options, progress=not no_progress and not as_json)

@@ -178,6 +178,17 @@ def _ood_sources(
     return out
 
 
+def _grouping(tables: Any, opts: PoolOptions) -> list[dict[str, Any]]:
+    """What looks wrong with the prompt groups the pool was cut from (:func:`trajlab.groups.grouping_warnings`)."""
+    from trajlab.groups import grouping_warnings
+
+    lf = tables.lazy("trajectories")
+    run = pl.col("run") if "run" in lf.collect_schema().names() else pl.lit("")
+    traj = lf.select("trajectory_id", run.alias("run"), "split", "step", "input").join(
+        tables.light.lazy().select("trajectory_id", "group_id"), on="trajectory_id")
+    return grouping_warnings(traj, opts.rollout_n)
+
+
 def build_sft_pool(
     scan_dir: str | Path,
     out: str | Path | None = None,
@@ -209,6 +220,14 @@ def build_sft_pool(
     tables = open_scan(scan_dir)
     check_out_dir(pool, kind="sft_pool")  # refuse a user's directory before the work, write nothing yet
     restrict_runs(tables, opts.runs)
+    if opts.rollout_n:  # the groups of records without a uid: runs of N consecutive records of a file
+        from trajlab.groups import rollout_group_expr
+
+        pos_cols = tables.lazy("trajectories").select("trajectory_id", "source_path", "source_line").collect()
+        tables.light = (tables.light.drop("group_id").join(
+            pos_cols.join(tables.light.select("trajectory_id", "group_id"), on="trajectory_id")
+            .with_columns(rollout_group_expr(opts.rollout_n)).select("trajectory_id", "group_id"),
+            on="trajectory_id", how="left", maintain_order="left").select(tables.light.columns))
     present = sorted(set(tables.light["split"].to_list()))
     if not tables.light.filter(pl.col("split").is_in(list(opts.source_splits))).height:
         raise TrajlabError(
@@ -248,6 +267,10 @@ def build_sft_pool(
                     counter.count(s)
 
         every = [s for ss in by_kind.values() for s in ss]
+        if opts.rollout_n:  # identical text (a stripped image) is no prompt identity: the rollout groups are
+            for s in every:
+                if s.group_id.startswith(f"rn{opts.rollout_n}:"):
+                    s.prompt_key = s.group_id
         val_keys = split_prompts((s.prompt_key for s in every), opts.val_fraction, opts.seed)
         for s in every:
             s.split = "val" if s.prompt_key in val_keys else "train"
@@ -339,6 +362,7 @@ def build_sft_pool(
         "score_rule": opts.score_rule.describe(),
         "feedback_role": rules.feedback_role,
         "ratio": {"requested": opts.ratio_text, "achieved": achieved_ratio(taken, opts.ratio_parts)},
+        "grouping": _grouping(tables, opts),
         "shortfall": shortfall,
         "kinds": {
             k: {

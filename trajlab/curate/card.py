@@ -13,12 +13,28 @@ from trajlab.curate.options import DEFAULT_OOD_PROMPTS, DEFAULT_PER_GROUP, DEFAU
 from trajlab.curate.samples import KINDS
 from trajlab.tables import SCHEMA_VERSION
 
+
+def _prompts(n: int, what: str) -> str:
+    return f"{n} {what} prompt{'s' if n != 1 else ''}"
+
+
+def val_prompts_line(info: dict[str, Any]) -> str:
+    """The validation prompts, said as they are: none held out, or held out but with no sample in ``val.parquet``."""
+    n = info["split"]["val_prompts"]
+    samples = sum(k.get("val", 0) for k in info["kinds"].values())
+    if n and not samples:
+        return f"{_prompts(n, 'held-out')}, but none of the selected samples is from them: `val.parquet` is empty"
+    return _prompts(n, "validation") if n else "no validation prompts (`val.parquet` is empty)"
+
+
 KIND_TITLES = {"positive": "positive", "error_demo": "error demonstration", "hint": "hint"}
 
 
 def command_line(scan_dir: str, pool_dir: str, opts: PoolOptions) -> str:
     """The ``trajlab build-sft-pool`` command that reproduces the pool (non-default options only)."""
     args = ["trajlab", "build-sft-pool", scan_dir, "-o", pool_dir]
+    if opts.rollout_n:
+        args += ["--rollout-n", str(opts.rollout_n)]
     if opts.ratio_text != "5:3:2":
         args += ["--ratio", opts.ratio_text]
     rule = opts.score_rule
@@ -88,6 +104,7 @@ def write_card(pool: Path, info: dict[str, Any]) -> Path:
         f"requested ratio positive:error:hint = {info['ratio']['requested']} · "
         f"achieved {info['ratio']['achieved']}",
         "",
+        *[f"> **Prompt groups:** {g['message']}\n" for g in info.get("grouping") or []],
         "## Files",
         "",
         _table(
@@ -139,7 +156,10 @@ def write_card(pool: Path, info: dict[str, Any]) -> Path:
         "- **hint**: a positive trajectory of a prompt group that also had malformed or low-scoring rollouts, "
         "with a hint for the category the group got wrong appended to its system prompt.",
         f"- **split**: by prompt (hash of the prompt text), validation fraction {info['options']['val_fraction']:g}; "
-        f"{info['split']['train_prompts']} train prompts, {info['split']['val_prompts']} validation prompts.",
+        f"{_prompts(info['split']['train_prompts'], 'train')}, {val_prompts_line(info)}.",
+        *([f"- **tool-less prompts**: {n} hint sample(s) come from prompts that declare no tools; their hint is "
+           "about the answer's structure (e.g. the <think>/<answer> layout), never a tool-call template."]
+          if (n := info["kinds"]["hint"]["dropped"].get("tool_less", 0)) else []),
         "",
         "## Training with verl",
         "",

@@ -28,6 +28,18 @@ from trajlab.rulepacks import load_rule_file
 
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 LOW_SCORE = "low_score"
+#: the hint of a prompt that declares no tools (a tool-less task): about the answer's structure, never about calls
+NEUTRAL_HINTS: dict[str, str] = {
+    "unbalanced_think": "Close your reasoning with </think> exactly once, then write the final answer after it.",
+    "unclosed_think": "Close your reasoning with </think> exactly once, then write the final answer after it.",
+}
+NEUTRAL_DEFAULT = ("Earlier attempts at this task fell short. Follow the output format the task asks for exactly "
+                   "and finish with a complete final answer.")
+
+
+def neutral_hint(category: str) -> str:
+    """The format-neutral hint for ``category`` (:data:`NEUTRAL_HINTS`, else :data:`NEUTRAL_DEFAULT`)."""
+    return NEUTRAL_HINTS.get(category, NEUTRAL_DEFAULT)
 
 
 def fill(template: str, params: dict[str, Any]) -> str:
@@ -220,7 +232,9 @@ def build_hints(
                 "category": cat,
                 "category_description": rules.description(cat),
             }
-            text = rules.hint_text(cat, params)
+            # a prompt that declares no tools gets no tool-call teaching ("call only the declared tools", a call
+            # template): a hint about the answer's structure instead
+            text = rules.hint_text(cat, params) if tools else neutral_hint(cat)
             s = Sample(
                 kind="hint",
                 trajectory_id=p.trajectory_id,
@@ -244,6 +258,7 @@ def build_hints(
         "groups_with_failures": len(failures),
         "groups_with_failures_and_positive": sum(1 for g in failures if positives_by_group.get(g)),
         "too_long": too_long,
+        "tool_less": sum(1 for s in out if not parse_tools(s.tools_json)),
         "kept": len(out),
     }
     return HintResult(out, stats)

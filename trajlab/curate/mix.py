@@ -104,9 +104,10 @@ def split_prompts(prompt_keys: Iterable[str], val_fraction: float, seed: int) ->
 
 
 def achieved_ratio(counts: dict[str, int], ratio: Sequence[float]) -> str:
-    """The achieved mix written on the scale of the requested ratio's sum (e.g. ``5:2.1:2.9``)."""
-    total = sum(counts.values())
-    if total == 0:
-        return ":".join("0" for _ in KINDS)
-    rsum = sum(ratio)
-    return ":".join(f"{counts.get(k, 0) * rsum / total:.3g}" for k in KINDS)
+    """The achieved mix as counted, reduced by the smallest non-zero count, with the counts themselves (e.g.
+    ``1:0:1 (12:0:12 samples)``; ``5:2.1:2.9 (50:21:29 samples)``): a 1:1 mix reads 1:0:1, not 3.5:0:3.5."""
+    vals = [counts.get(k, 0) for k in KINDS]
+    if not any(vals):
+        return ":".join("0" for _ in KINDS) + " (no samples)"
+    unit = min(v for v in vals if v > 0)
+    return ":".join(f"{v / unit:.3g}" for v in vals) + " (" + ":".join(str(v) for v in vals) + " samples)"

@@ -131,6 +131,9 @@ class PoolOptions:
     #: the call format of ``reformatted`` OOD variants (None: the source format's ``other_format`` in hints.yaml)
     ood_format: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: verl's ``rollout.n`` (``--rollout-n``): records without a uid form groups of N consecutive records, and
+    #: those groups are the prompts held out for validation (:mod:`trajlab.groups`)
+    rollout_n: int | None = None
     #: ``ratio`` parsed: three non-negative numbers with a positive sum (derived)
     ratio_parts: tuple[float, float, float] = field(init=False)
     #: ``ratio`` as text, e.g. ``"5:3:2"`` (derived)
@@ -147,6 +150,9 @@ class PoolOptions:
         put("ratio_text", ":".join(f"{v:g}" for v in r))
         if self.style not in STYLES:
             raise TrajlabError(f"{param('style')} {self.style!r}: expected one of {', '.join(STYLES)}")
+        if self.rollout_n is not None and (isinstance(self.rollout_n, bool) or not isinstance(self.rollout_n, int)
+                                           or self.rollout_n < 1):
+            raise TrajlabError(f"{param('rollout_n')} {self.rollout_n!r}: must be a whole number >= 1")
         if self.per_group < 1:
             raise TrajlabError(f"{param('per_group')} {self.per_group}: must be >= 1")
         if self.max_tokens is not None and self.max_tokens < 1:

@@ -146,11 +146,25 @@ def _cards(d: ReportData) -> str:
         for k, v, bad in items) + "</div>"
 
 
+def _grouping_callout(d: ReportData) -> str:
+    """The scan's warnings about suspicious prompt groups (``manifest.json``: ``summary.grouping``) of this run."""
+    found = (d.manifest.get("summary") or {}).get("grouping") if isinstance(d.manifest, dict) else None
+    if not isinstance(found, list):
+        return ""
+    msgs = [g["message"] for g in found if isinstance(g, dict) and isinstance(g.get("message"), str)
+            and (not d.run or g.get("run") == d.run)]
+    return "".join(f'<div class="callout"><strong>Prompt groups.</strong> {e(m)}</div>' for m in msgs)
+
+
 def _warning_callout(d: ReportData) -> str:
     ew = d.early_warning
+    if not ew and d.overview.get("trajectories") and not d.overview.get("calls"):
+        # a tool-less run: nothing was evaluated, so nothing "passed"
+        return ('<div class="callout none"><strong>Early warning not evaluated.</strong> It watches the '
+                'malformed-call rate, and no output in this run makes a tool call.</div>' + _grouping_callout(d))
     if not ew:
         return ('<div class="callout none"><strong>No early warning.</strong> The malformed-call rate never rose '
-                'significantly above its own earlier baseline.</div>')
+                'significantly above its own earlier baseline.</div>' + _grouping_callout(d))
     parts = [f"<strong>Early warning at step {e(ew.get('step'))}</strong>"]
     if ew.get("window_rate") is not None and ew.get("baseline_rate") is not None:
         win = ew.get("window") or []
@@ -162,7 +176,7 @@ def _warning_callout(d: ReportData) -> str:
     parts.append(".")
     if ew.get("statistic"):
         parts.append(f'<br><span class="muted">{e(ew["statistic"])}</span>')
-    return '<div class="callout">' + "".join(parts) + "</div>"
+    return '<div class="callout">' + "".join(parts) + "</div>" + _grouping_callout(d)
 
 
 def _category_table(d: ReportData) -> str:
@@ -190,6 +204,8 @@ def _garble_html(name: str, nearest: str | None) -> str:
 
 
 def _garbled_table(d: ReportData) -> str:
+    if not d.garbled and d.overview.get("trajectories") and not d.overview.get("calls"):
+        return '<p class="muted">No tool calls in this run: no function name to compare with declared tools.</p>'
     if not d.garbled:
         return '<p class="muted">No call used a function name outside the declared tools.</p>'
     rows = "".join(

@@ -108,9 +108,10 @@ class _Range:
                 if tid is None:
                     tid = tools_ids[tj] = len(self.tool_sets)
                     self.tool_sets.append(opts.tools if opts.tools is not None else json.loads(tj))
-            rows.append((inp, opts.tool_format or f.tool_format, tj, tid, f.forbids_suffix))
+            rows.append((inp, opts.tool_format or f.tool_format, tj, tid, f.forbids_suffix, f.opens_think))
         facts = pl.DataFrame(rows, schema={"input": pl.String, "fmt": pl.String, "tools": pl.String,
-                                           "tools_id": pl.Int32, "forbids": pl.Boolean}, orient="row")
+                                           "tools_id": pl.Int32, "forbids": pl.Boolean, "opens_think": pl.Boolean},
+                             orient="row")
         self.df = self.df.join(facts, on="input", how="left", maintain_order="left")
 
     # -- the whole range -------------------------------------------------------------------------------------
@@ -251,18 +252,7 @@ class _Range:
 
     def _trajectories(self, fast: pl.DataFrame, turns: pl.DataFrame, turn_stats: pl.DataFrame) -> pl.DataFrame:
         """The ``trajectories`` rows of the columnar records (the analysis columns from the turn stats)."""
-        last = (
-            turns.filter(pl.col("role") == "assistant")
-            .filter(pl.col("turn_index") == pl.col("turn_index").max().over("row"))
-            .join(turn_stats, on=["row", "turn_index"], how="left")
-            .select(
-                "row",
-                (pl.col("n_calls") > 0).alias("last_has_call"),
-                (pl.col("trunc_call")
-                 | (pl.col("text").str.count_matches("<think>", literal=True)
-                    > pl.col("text").str.count_matches("</think>", literal=True))).alias("truncated"),
-            )
-        )
+        last = _endings(turns, turn_stats, fast.select("row", "fmt", "opens_think"))
         per_row = turn_stats.group_by("row").agg(pl.col("n_calls").sum().alias("n_calls"),
                                                  pl.col("n_bad").sum().alias("n_malformed_calls"))
         n_turns = turns.group_by("row").len("n_turns")
@@ -275,11 +265,52 @@ class _Range:
                 pl.lit("verl_jsonl").alias("source_format"), "run", "split", "step", "group_id", "score",
                 pl.col("fmt").alias("tool_format"), "n_turns", pl.col("n_calls").fill_null(0),
                 pl.col("n_malformed_calls").fill_null(0),
-                (~pl.col("last_has_call") & ~pl.col("truncated")).alias("has_final_answer"),
-                "truncated", pl.col("tools").is_not_null().alias("schema_checked"), "input", "output", "tools",
-                "extra", "row",
+                "has_final_answer", "truncated", "end_reason", pl.col("tools").is_not_null().alias("schema_checked"),
+                "input", "output", "tools", "extra", "row",
             )
         )
+
+
+def _endings(turns: pl.DataFrame, turn_stats: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
+    """``truncated``, ``has_final_answer`` and ``end_reason`` per row (:func:`trajlab.ending.output_ending`):
+    from whole columns where the last turn is an assistant turn without think/answer markup (then only its calls
+    and blankness decide), the rest through the function itself."""
+    from trajlab.ending import BLANK, MARKERS, output_ending
+
+    last = (
+        turns.filter(pl.col("role") == "assistant")
+        .filter(pl.col("turn_index") == pl.col("turn_index").max().over("row"))
+        .join(turn_stats, on=["row", "turn_index"], how="left")
+        .select("row", "turn_index", "text", pl.col("n_calls").fill_null(0), pl.col("trunc_call").fill_null(False))
+    )
+    final = turns.filter(pl.col("turn_index") == pl.col("turn_index").max().over("row")).select(
+        "row", pl.col("role").alias("final_role"), pl.col("text").alias("final_text"))
+    both = (last.join(final, on="row", how="full", coalesce=True, maintain_order="left")
+            .join(facts, on="row", how="left", maintain_order="left"))
+    marked = pl.lit(False)
+    for m in MARKERS:
+        marked = marked | pl.col("text").str.contains(m, literal=True)
+    simple = ((pl.col("final_role") == "assistant") & pl.col("text").is_not_null() & ~marked
+              & ~pl.col("opens_think").fill_null(False) & (pl.col("fmt").fill_null("none") != "gpt_oss"))
+    easy = both.filter(simple).select(
+        "row",
+        pl.col("trunc_call").alias("truncated"),
+        (~pl.col("trunc_call") & (pl.col("n_calls") == 0)
+         & (pl.col("text").str.strip_chars(BLANK) != "")).alias("has_final_answer"),
+        pl.when(pl.col("trunc_call")).then(pl.lit("open_call"))
+        .when(pl.col("n_calls") > 0).then(pl.lit("call_pending"))
+        .when(pl.col("text").str.strip_chars(BLANK) == "").then(pl.lit("empty_answer"))
+        .otherwise(pl.lit(None, pl.String)).alias("end_reason"),
+    )
+    rest = []
+    for r in both.filter(~simple).iter_rows(named=True):
+        e = output_ending(r["text"], n_calls=r["n_calls"] or 0, truncated_call=bool(r["trunc_call"]),
+                          final_role=r["final_role"], final_text=r["final_text"] or "", tool_format=r["fmt"] or "none",
+                          starts_in_think=bool(r["opens_think"]) and r["turn_index"] == 0)
+        rest.append((r["row"], e.truncated, e.has_final_answer, e.reason))
+    hard = pl.DataFrame(rest, schema={"row": easy.schema["row"], "truncated": pl.Boolean,
+                                      "has_final_answer": pl.Boolean, "end_reason": pl.String}, orient="row")
+    return pl.concat([easy, hard])
 
 
 class _RowsByKey:

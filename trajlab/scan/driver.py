@@ -141,7 +141,7 @@ def scan(
             write_table(STEPS, steps_table(out), table_path(out, "steps"))
         prune_parts(parts_root, {e.key for e in entries} | {s["unit"] for e in entries for s in e.stats})
         steps = pq.read_table(table_path(out, "steps"))
-        summary = summarise(out, keep, steps, time.perf_counter() - t0)
+        summary = summarise(out, keep, steps, time.perf_counter() - t0, rollout_n=opts.rollout_n)
         summary.skipped = skipped
         recorded = {
             "tool_format": tool_format,
@@ -151,6 +151,7 @@ def scan(
             "rules_dirs": list(rdirs),
             "engine": opts.engine,
             "runs": {k: str(v) for k, v in (runs or {}).items()},
+            **({"rollout_n": opts.rollout_n} if opts.rollout_n else {}),
         }
         atomic_write_json(out / "manifest.json", marked_json("scan manifest", manifest(
             entries, summary, options=recorded, rules_dirs=rdirs, merge_key=mkey)))

@@ -57,6 +57,8 @@ class ScanOptions:
         chunk_bytes: size of the byte ranges big files are cut into (None: 32 MB).
         engine: ``auto`` | ``columnar`` | ``records`` (:mod:`trajlab.scan.engines`; None: ``$TRAJLAB_ENGINE``,
             else ``auto``). Every engine writes the same tables; the manifest records which read each file.
+        rollout_n: verl's ``rollout.n`` (``--rollout-n N``): records without a uid form groups of ``N``
+            consecutive records of a file (:mod:`trajlab.groups`); None: groups by uid, else by prompt text.
         runs: ``{NAME: PATH}`` (``--run NAME=PATH``): every file under PATH belongs to run NAME; a PATH outside
             the scanned paths is scanned too. Other files get the run their directory names
             (:mod:`trajlab.ingest.runs`).
@@ -72,6 +74,7 @@ class ScanOptions:
     chunk_bytes: int | None = None
     engine: str | None = None
     runs: Mapping[str, str | Path] = field(default_factory=dict)
+    rollout_n: int | None = None
 
     def __post_init__(self) -> None:
         from trajlab import toolcalls
@@ -84,6 +87,10 @@ class ScanOptions:
             raise InputError(f"{param('jobs')} {self.jobs!r}: must be a whole number >= 0 (0 = one per CPU)")
         if self.chunk_bytes is not None and (not isinstance(self.chunk_bytes, int) or self.chunk_bytes < 1):
             raise InputError(f"{param('chunk_bytes')} {self.chunk_bytes!r}: must be a whole number >= 1")
+        if self.rollout_n is not None and (isinstance(self.rollout_n, bool) or not isinstance(self.rollout_n, int)
+                                           or self.rollout_n < 1):
+            raise InputError(f"{param('rollout_n')} {self.rollout_n!r}: must be a whole number >= 1 (verl's "
+                             "actor_rollout_ref.rollout.n)")
         fmt = None if self.tool_format in ("auto", "") else self.tool_format
         if fmt is not None and fmt not in toolcalls.KNOWN_FORMATS:
             raise InputError(f"unknown {param('tool_format')} {fmt!r}; choose one of: auto, "
@@ -104,6 +111,7 @@ class WorkerOptions:
     #: ``auto`` | ``columnar`` | ``records`` (:mod:`trajlab.scan.engines`); not in the fingerprint: every
     #: engine writes the same bytes
     engine: str = "auto"
+    rollout_n: int | None = None  # --rollout-n: text groups become runs of N consecutive records
 
     def fingerprint(self) -> str:
         blob = json.dumps(
@@ -116,6 +124,7 @@ class WorkerOptions:
                 "tool_format": self.tool_format,
                 "tools": self.tools,
                 "input_format": self.input_format,
+                **({"rollout_n": self.rollout_n} if self.rollout_n else {}),
             },
             sort_keys=True,
         )
@@ -123,7 +132,7 @@ class WorkerOptions:
 
 
 #: the code whose behaviour the scan tables record: readers, the classifier, the engines, the table specs
-_CODE = ("ingest", "toolcalls", "scan", "trajectory.py", "tables.py", "model.py", "chatml.py", "trends.py",
+_CODE = ("ingest", "toolcalls", "scan", "trajectory.py", "ending.py", "groups.py", "tables.py", "model.py", "chatml.py", "trends.py",
          "rulepacks.py")
 
 
@@ -150,4 +159,5 @@ def worker_options(options: ScanOptions) -> WorkerOptions:
     tools = options.tools
     tool_list = load_tools_file(tools) if isinstance(tools, (str, Path)) else tools
     return WorkerOptions(tool_format=options.tool_format, tools=tool_list, rules_dirs=options.rules_dirs,
-                         input_format=options.input_format, engine=resolve_engine(options.engine))
+                         input_format=options.input_format, engine=resolve_engine(options.engine),
+                         rollout_n=options.rollout_n)

@@ -49,7 +49,7 @@ def record_rows(rec: RawTrajectory, opts: WorkerOptions, rows: Rows, traj_id: st
     rows["trajectories"].append((
         traj_id, rec.source_path, rec.source_line, rec.source_format, rec.run, rec.split, rec.step, rec.group_id, rec.score,
         an.tool_format, len(rec.turns), an.n_calls, an.n_malformed, an.has_final_answer, an.truncated,
-        an.schema_checked, rec.input, rec.output, an.tools_json, extra_json,
+        an.end_reason, an.schema_checked, rec.input, rec.output, an.tools_json, extra_json,
     ))
     turns = rows["turns"]
     for turn, ta in an.turns:

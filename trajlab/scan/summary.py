@@ -42,6 +42,16 @@ class ScanSummary:
     steps: list[dict[str, Any]] = field(default_factory=list)  # per-step (run, split, step, calls, malformed, rate)
     early_warning: dict[str, Any] | None = None  # the earliest warning of any run (with its "run")
     runs: list[dict[str, Any]] = field(default_factory=list)  # one summary per run (trajlab.trends.run_summaries)
+    #: trajectories whose prompt (or --tools, or the record) declares tools or a call format: where tool calls
+    #: are expected at all (0 with 0 calls: a tool-less run, whose call checks and early warning do not apply)
+    trajectories_with_tools: int = 0
+    #: trajectories that make calls with no tool schema known (what ``--tools FILE`` would let the schema checks read)
+    unchecked_with_calls: int = 0
+    truncated: int = 0  # trajectories whose output stops inside a structure (trajectories.truncated)
+    #: why outputs are truncated or have no final answer: end_reason → trajectories (trajlab.ending.END_REASONS)
+    end_reasons: dict[str, int] = field(default_factory=dict)
+    #: suspicious GRPO grouping (trajlab.groups.grouping_warnings): one dict per finding, with its words in "message"
+    grouping: list[dict[str, Any]] = field(default_factory=list)
     #: per file: which engine read it and why the columnar engine did not (``file``, ``engine``, ``fallback``)
     engines: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0
@@ -65,7 +75,8 @@ class ScanSummary:
         return recent_rate(self.steps, window, run=run, split=split)
 
 
-def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float) -> ScanSummary:
+def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float, *,
+              rollout_n: int | None = None) -> ScanSummary:
     """The summary of the tables in ``out`` (``keep``: the files merged into them)."""
     import polars as pl
 
@@ -80,7 +91,16 @@ def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float)
         (pl.col("n_malformed_calls") > 0).sum().alias("twm"),
         pl.col("has_final_answer").mean().alias("far"),
         pl.col("schema_checked").mean().alias("sc"),
+        (pl.col("schema_checked") | (pl.col("tool_format").fill_null("none") != "none")).sum().alias("wt"),
+        pl.col("truncated").sum().alias("tr"),
+        ((pl.col("n_calls") > 0) & ~pl.col("schema_checked")).sum().alias("uc"),
     ).collect().row(0, named=True)
+    s.unchecked_with_calls = int(traj["uc"] or 0)
+    s.trajectories_with_tools = int(traj["wt"] or 0)
+    s.truncated = int(traj["tr"] or 0)
+    reasons = (pl.scan_parquet(table_path(out, "trajectories")).drop_nulls("end_reason").group_by("end_reason").len()
+               .sort(["len", "end_reason"], descending=[True, False]).collect())
+    s.end_reasons = {str(r): int(n) for r, n in reasons.iter_rows()}
     s.trajectories = int(traj["n"])
     s.calls = int(traj["calls"] or 0)
     s.malformed_calls = int(traj["bad"] or 0)
@@ -122,6 +142,10 @@ def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float)
     warnings = run_warnings(steps)
     s.early_warning = first_warning(warnings)
     s.runs = run_summaries(steps, warnings)
+    from trajlab.groups import grouping_warnings
+
+    s.grouping = grouping_warnings(pl.scan_parquet(table_path(out, "trajectories")).select(
+        "run", "split", "step", "group_id", "input"), rollout_n)
     s.engines = [{"file": e.rel, **file_engine(e.stats)} for e in keep]
     from trajlab.verl.readback import plugin_summary
 

@@ -84,7 +84,8 @@ def runs_table(runs: list[dict[str, Any]], steps: list[dict[str, Any]], width: i
             rates = [(sum(x["malformed_calls"] for x in g) / c) if (c := sum(x["calls"] for x in g)) else None
                      for g in _buckets(seq, 20)]
         ew = r["early_warning"]
-        warn = Text(f"step {ew['step']} ⚠", style="bold red") if ew else Text("none", style="green")
+        warn = (Text(f"step {ew['step']} ⚠", style="bold red") if ew else Text("none", style="green") if r["calls"]
+                else Text("n/a (no calls)", style="dim"))
         span = f"{r['first_step']}..{r['last_step']}" if r["steps"] else "-"
         top = r["top_categories"][0] if r["top_categories"] else None
         n_traj = r.get("trajectories")
@@ -116,6 +117,25 @@ def runs_table(runs: list[dict[str, Any]], steps: list[dict[str, Any]], width: i
     return Group(t, Text(""), trend)
 
 
+def tools_note(s: Any) -> str:
+    """What a scan without a single tool call evaluated, in words (the summary's "tool calls" line)."""
+    with_tools = getattr(s, "trajectories_with_tools", 0)
+    if with_tools:
+        return (f"{with_tools:,} of {s.trajectories:,} trajectories declare tools, yet no output makes a call; "
+                "nothing for the call checks or the early warning to evaluate")
+    return ("no prompt declares tools and no output makes a call: a tool-less run; the call checks, the schema "
+            "checks and the early warning do not apply (truncation and final answers are still counted)")
+
+
+def end_note(s: Any) -> str:
+    """`` (N without: reason n, ...)`` after the final-answer rate, from the summary's ``end_reasons``."""
+    reasons = getattr(s, "end_reasons", None) or {}
+    if not reasons:
+        return ""
+    n = sum(reasons.values())
+    return f"  ({n:,} without: " + ", ".join(f"{k} {v:,}" for k, v in list(reasons.items())[:4]) + ")"
+
+
 def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict[str, int]] | None = None,
                    width: int = 80) -> Group:
     """The scan summary panel for a terminal ``width`` columns wide."""
@@ -126,12 +146,17 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
     rate = f"{s.malformed_rate:.1%}" if s.malformed_rate is not None else "n/a (no calls)"
     head.add_row("files", f"{s.files} ({s.files_reused} unchanged, reused)" if s.files_reused else str(s.files))
     head.add_row("trajectories", f"{s.trajectories:,}")
-    head.add_row("tool calls", f"{s.calls:,}")
-    head.add_row("malformed calls", f"{s.malformed_calls:,}  ({rate})")
-    head.add_row("trajectories with a malformed call", f"{s.trajectories_with_malformed:,}")
+    no_calls = s.calls == 0 and s.trajectories > 0
+    if no_calls:  # nothing for the call checks to evaluate: say so instead of printing zeros as results
+        head.add_row("tool calls", Text(f"0: {tools_note(s)}", style="dim"))
+    else:
+        head.add_row("tool calls", f"{s.calls:,}")
+        head.add_row("malformed calls", f"{s.malformed_calls:,}  ({rate})")
+        head.add_row("trajectories with a malformed call", f"{s.trajectories_with_malformed:,}")
     if s.final_answer_rate is not None:
-        head.add_row("final-answer rate", f"{s.final_answer_rate:.1%}")
-    if s.schema_checked_rate is not None and s.schema_checked_rate < 1.0:
+        head.add_row("final-answer rate", f"{s.final_answer_rate:.1%}" + end_note(s))
+    if (s.schema_checked_rate is not None and s.schema_checked_rate < 1.0 and not no_calls
+            and int(getattr(s, "unchecked_with_calls", 1)) > 0):  # (--tools helps only where calls went unchecked)
         head.add_row(
             "schema checks",
             Text(f"skipped for {1 - s.schema_checked_rate:.0%} of trajectories (no tool schema: pass --tools FILE)", style="yellow"),
@@ -150,6 +175,8 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
                      f"(mean task_score {rp['mean_task_score']:.3f}, format_reward {rp['mean_format_reward']:.3f})")
     if s.ingest_errors:
         head.add_row("ingest errors", Text(f"{s.ingest_errors} (see ingest_errors.parquet)", style="yellow"))
+    for g in getattr(s, "grouping", None) or []:
+        head.add_row("prompt groups", Text(g["message"], style="yellow"))
     skipped = getattr(s, "skipped", None) or []
     if skipped:
         more = f"\n… and {len(skipped) - 5} more (manifest.json: summary.skipped)" if len(skipped) > 5 else ""
@@ -232,8 +259,15 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
             )
         )
     if len(runs) > 1 and len(warned) < len(runs):
-        quiet = ", ".join(r["run"] for r in runs if not r["early_warning"])
-        parts.append(Text(f"early warning: none for {quiet}", style="green"))
+        quiet = ", ".join(r["run"] for r in runs if not r["early_warning"] and r["calls"])
+        idle = ", ".join(r["run"] for r in runs if not r["calls"])
+        if quiet:
+            parts.append(Text(f"early warning: none for {quiet}", style="green"))
+        if idle:
+            parts.append(Text(f"early warning: not evaluated for {idle} (no tool calls)", style="dim"))
+    elif not warned and s.steps and s.calls == 0:
+        parts.append(Text("early warning: not evaluated (it watches the malformed-call rate, and no output makes a "
+                          "tool call)", style="dim"))
     elif not warned and s.steps:
         parts.append(Text("early warning: none (no step rises significantly above its earlier baseline)", style="green"))
     for ex in s.ingest_error_examples[:3]:

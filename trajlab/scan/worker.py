@@ -25,6 +25,11 @@ def process_unit(unit: list[tuple[FileTask, str, str]], opts: WorkerOptions, uni
     """Worker: ingest + classify a unit of work given as ``(task, file sha1, part directory of the file)``
     items, write the unit's part files into ``unit_dir`` and each item's ``done.json``. Returns their stats."""
     got = read_unit([(task, digest) for task, digest, _ in unit], opts)
+    if opts.rollout_n:  # --rollout-n: the groups of records without a uid are runs of N consecutive records
+        from trajlab.groups import regroup_table
+
+        for r in got:
+            r.tables["trajectories"] = regroup_table(r.tables["trajectories"], opts.rollout_n)
     ranges = [RangeParts(task, digest, Path(part_dir), r.tables, r.engine, r.fallback)
               for (task, digest, part_dir), r in zip(unit, got, strict=True)]
     del got

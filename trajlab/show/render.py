@@ -69,6 +69,11 @@ def _header(data: Loaded) -> RenderableType:
     grid.add_row("tool calls", f"[red]{calls_txt}[/]" if bad else calls_txt, "format",
                  escape(_fmt(t.get("tool_format"))))
     grid.add_row("final answer", _fmt(t.get("has_final_answer")), "truncated", _fmt(t.get("truncated")))
+    if t.get("end_reason"):  # why it is truncated / has no final answer (older tables have no end_reason)
+        from trajlab.ending import END_REASONS
+
+        why = END_REASONS.get(str(t["end_reason"]), str(t["end_reason"]))
+        grid.add_row("why", escape(why), "", "")
     if data.position:
         i, n = data.position  # i is 0-based, as --index takes it
         grid.add_row("position", f"--index {i}: {i + 1} of {n} at this step", "", "")

@@ -44,7 +44,7 @@ from trajlab.toolcalls.placement import after_canonical, turn_facts
 from trajlab.toolcalls.qwen3_coder.values import closed_reading, standalone
 from trajlab.toolcalls.ruleset import RuleSet, get_ruleset
 from trajlab.toolcalls.schema import ToolIndex, tool_index
-from trajlab.toolcalls.think import think_regions, think_spans, turn_segments
+from trajlab.toolcalls.think import think_regions, think_spans, turn_segments, unbalanced_think
 from trajlab.toolcalls.tiling import tile_spans
 from trajlab.toolcalls.turn_checks import invented_tags, user_rules
 from trajlab.toolcalls.verl_parser import verl_calls
@@ -219,10 +219,13 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
         findings.append(issue_finding(rs, iss, fmt_key, None))
     if want_spans:
         spans += think_spans(think)
+    unbalanced = unbalanced_think(text, think) if think else []
     for cs, _ce, os_, oe, c_s, _c_e in think:
-        if c_s < 0:
+        if c_s < 0 and not any(v == "unclosed" and s == os_ for v, s, _e, _t in unbalanced):
             findings.append(issue_finding(rs, Issue("unclosed_think", "at_end", os_ if os_ >= 0 else cs,
                                                     oe if oe >= 0 else cs), fmt_key, None))
+    for variant, s, e, tag in unbalanced:  # a think block left open (or opened twice) before a complete answer
+        findings.append(issue_finding(rs, Issue("unbalanced_think", variant, s, e, {"tag": tag}), fmt_key, None))
     if not calls and (fmt in FORMATS or index is not None or tool_context):
         findings += invented_tags(text, think, rs, index, fmt_key)
 

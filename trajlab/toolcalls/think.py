@@ -1,4 +1,5 @@
-"""``<think>`` regions of a turn: where they are, the segments they cut the turn into, and their spans.
+"""``<think>`` regions of a turn: where they are, the segments they cut the turn into, their spans, the answer
+block (``<answer>…</answer>``) that may follow them, and the blocks left unbalanced before it.
 
 A region is ``(content_start, content_end, open_start, open_end, close_start, close_end)`` with ``-1`` for a tag
 that is missing (a turn that starts inside the block the generation prompt opened, or a block never closed).
@@ -50,3 +51,60 @@ def think_spans(think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[
         if c_s >= 0:
             spans.append((c_s, c_e, "structural", None))
     return spans
+
+
+#: tags that wrap a think/answer run's final answer (``<answer>…</answer>``, ...)
+ANSWER_TAGS: tuple[str, ...] = ("answer", "final_answer", "solution")
+
+
+def complete_answer(text: str, start: int = 0) -> tuple[int, int, str] | None:
+    """The first complete answer block (``<answer>…</answer>``, any of :data:`ANSWER_TAGS`) at or after ``start``:
+    ``(start, end, tag)``. Two ``str.find`` per tag: if a tag's first opener has no closer after it, no later
+    opener has one either (linear even on hostile text with many openers)."""
+    best: tuple[int, int, str] | None = None
+    for tag in ANSWER_TAGS:
+        o = text.find(f"<{tag}>", start)
+        if o < 0 or (best is not None and o >= best[0]):
+            continue
+        c = text.find(f"</{tag}>", o + len(tag) + 2)
+        if c >= 0:
+            best = (o, c + len(tag) + 3, tag)
+    return best
+
+
+def unbalanced_think(text: str, think: list[tuple[int, int, int, int, int, int]]) -> list[tuple[str, int, int, str]]:
+    """``<think>`` blocks left open before a complete answer (``unclosed``: the span of the opener; the repair
+    inserts ``</think>`` before the answer) and ``<think>`` opened again inside an open block (``reopened``: the
+    span of the second opener; the repair deletes it): ``(variant, start, end, answer tag)``."""
+    out: list[tuple[str, int, int, str]] = []
+    for cs, ce, os_, _oe, c_s, _c_e in think:
+        inner = text.find("<think>", cs, ce) if c_s >= 0 else -1
+        if inner >= 0:
+            out.append(("reopened", inner, inner + 7, ""))
+        if c_s < 0 and os_ >= 0:
+            m = complete_answer(text, cs)
+            if m is not None:
+                out.append(("unclosed", os_, os_ + 7, m[2]))
+    return out
+
+
+def repair_think(text: str) -> str | None:
+    """The turn with its unbalanced ``<think>`` fixed (see :func:`unbalanced_think`): ``</think>`` inserted before
+    the answer that follows an unclosed block, every extra opener inside a closed block deleted; None when there
+    is nothing to fix."""
+    think = think_regions(text) if "think>" in text else []
+    if not unbalanced_think(text, think):
+        return None
+    pieces: list[str] = []
+    pos = 0
+    for cs, ce, os_, _oe, c_s, _c_e in think:
+        if c_s >= 0:  # a closed block: drop the openers inside it
+            pieces += [text[pos:cs], text[cs:ce].replace("<think>", "")]
+            pos = ce
+        elif os_ >= 0:  # the last block, never closed: close it before the answer that follows
+            m = complete_answer(text, cs)
+            if m is not None:
+                pieces += [text[pos:m[0]], "</think>\n"]
+                pos = m[0]
+    pieces.append(text[pos:])
+    return "".join(pieces)
