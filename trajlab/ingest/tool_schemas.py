@@ -33,11 +33,36 @@ from trajlab.errors import InputError, param
 
 _TOOLS_BLOCK = re.compile(r"<tools>\s*(.*?)\s*</tools>", re.DOTALL)
 
+#: the deepest nesting a tool schema may have (real schemas stay under ~20 levels; every schema walker, the
+#: JSON encoder and the type checks recurse, so a deeper one is refused before it reaches them)
+MAX_SCHEMA_DEPTH = 64
+
+
+def nesting_depth(obj: Any, limit: int = MAX_SCHEMA_DEPTH) -> int:
+    """How deeply ``obj`` nests lists and dicts (a scalar is 0), counted without recursion; stops counting at
+    ``limit + 1``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        node, d = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if d > deepest:
+            deepest = d
+            if deepest > limit:
+                return deepest
+        stack.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
+
 
 def normalise_tool(obj: Any) -> dict[str, Any] | None:
     """Normalise one OpenAI-style or bare tool schema; ``None`` if it is not a tool schema."""
-    if not isinstance(obj, dict):
-        return None
+    if not isinstance(obj, dict) or nesting_depth(obj) > MAX_SCHEMA_DEPTH:
+        return None  # (a schema nested deeper than any real one: read as no schema, not walked)
     if isinstance(obj.get("function"), dict):
         obj = obj["function"]
     name = obj.get("name")
@@ -69,7 +94,7 @@ def _json_lines(block: str) -> list[dict[str, Any]] | None:
             return tools or None
         try:
             obj, end = dec.raw_decode(block, i)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return tools or None
         items = obj if isinstance(obj, list) else [obj]
         for o in items:
@@ -162,7 +187,7 @@ def _kimi_tools(text: str) -> list[dict[str, Any]] | None:
         return None
     try:
         arr, _end = json.JSONDecoder().raw_decode(text, m.end())
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     return normalise_tools(arr)
 
@@ -173,7 +198,7 @@ def _deepseek_tools(text: str) -> list[dict[str, Any]] | None:
     for m in _DS_TOOL.finditer(text):
         try:
             params, _end = dec.raw_decode(text, m.end())
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         t = normalise_tool({"name": m.group(1).strip(), "description": (m.group(2) or "").strip(),
                             "parameters": params})
@@ -258,6 +283,11 @@ def tools_from_prompt(input_text: str) -> tuple[list[dict[str, Any]] | None, str
     return (json.loads(js) if js else None), src
 
 
+def _too_deep(p: Path) -> InputError:
+    return InputError(f"{param('tools')} file {p} nests lists or objects more than {MAX_SCHEMA_DEPTH} levels deep, "
+                      "deeper than any tool schema: pass the file of the run's tool schemas")
+
+
 def load_tools_file(path: str | Path) -> list[dict[str, Any]]:
     """Load ``--tools FILE``: a JSON list of OpenAI tool schemas, or verl's tool-config YAML.
 
@@ -278,11 +308,17 @@ def load_tools_file(path: str | Path) -> list[dict[str, Any]]:
             data = yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise InputError(f"{param('tools')} file {p} is not valid YAML: {e}") from None
+        except RecursionError:
+            raise _too_deep(p) from None
     else:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise InputError(f"{param('tools')} file {p} is not valid JSON (line {e.lineno}: {e.msg})") from None
+        except RecursionError:
+            raise _too_deep(p) from None
+    if nesting_depth(data, MAX_SCHEMA_DEPTH + 3) > MAX_SCHEMA_DEPTH + 3:  # (+3: the list, the verl config's wrappers)
+        raise _too_deep(p)
     if isinstance(data, dict) and isinstance(data.get("tools"), list):
         items = [t.get("tool_schema", t) if isinstance(t, dict) else t for t in data["tools"]]
     elif isinstance(data, list):
