@@ -16,7 +16,10 @@ Other families declare their tools elsewhere in the system block (call-formats.m
 * DeepSeek-V3.1: ``### NAME\nDescription: ...\n\nParameters: {json}`` per tool under ``## Tools`` (the model
   card's block), or one ``tojson`` line per tool;
 * gpt-oss (harmony): a TypeScript ``namespace functions { type NAME = (_: { p: string, q?: number }) => any; }`` in
-  the developer message (lossy: ``integer`` is rendered ``number``; string unions become enums).
+  the developer message (lossy: ``integer`` is rendered ``number``; string unions become enums);
+* ReAct agents: after "You have access to the following tools:" one ``name: description`` line per tool
+  (LangChain's rendering, optionally ``, args: {json}``) or one JSON schema per line, and the names in "Action:
+  ... should be one of [a, b]"; a tool listed by name only has open parameters (any arguments fit).
 
 Every schema is normalised to ``{"name", "description", "parameters"}`` (a JSON-schema object).
 """
@@ -247,11 +250,76 @@ def _typescript_tools(text: str) -> list[dict[str, Any]] | None:
     return tools or None
 
 
-#: family system blocks tried when the prompt has no ``<tools>`` block: (literal, reader, tools_source)
+_REACT_HEADER = re.compile(r"(?:have access to|can use|may use|available tools|following tools)[^\n]*:[ \t]*\n", re.IGNORECASE)
+_REACT_END = re.compile(r"^[ \t]*(?:Use the following format|Question:|Thought:|Action:|Action Input:|Begin!|To use a tool)",
+                        re.MULTILINE)
+_REACT_LINE = re.compile(r"^[ \t]*(?:[-*•][ \t]*|\d+[.)][ \t]*)?`?([A-Za-z_][\w.\-]{0,63})`?(?:\([^)\n]*\))?[ \t]*:[ \t]*(.*)$")
+_REACT_ARGS = re.compile(r",?[ \t]*args:[ \t]*(?=\{)")
+_REACT_ONE_OF = re.compile(r"Action[ \t]*:[^\n]*?\bone of[ \t]*\[([^\]\n]*)\]")
+
+
+def _react_tool(name: str, desc: str, params: Any = None) -> dict[str, Any]:
+    """A tool read from a ReAct prompt; without a schema its parameters are open (any arguments fit)."""
+    if isinstance(params, dict) and params:
+        props = params.get("properties") if isinstance(params.get("properties"), dict) else params
+        schema: dict[str, Any] = {"type": "object", "properties": props}
+        if isinstance(params.get("required"), list):
+            schema["required"] = params["required"]
+        return {"name": name, "description": desc, "parameters": schema}
+    return {"name": name, "description": desc, "parameters": {"type": "object", "properties": {},
+                                                              "additionalProperties": True}}
+
+
+def _react_tools(text: str) -> list[dict[str, Any]] | None:
+    """The tool list of a ReAct prompt: after "You have access to the following tools:" one tool per line as
+    ``name: description`` (LangChain's rendering, optionally ``, args: {json}``), one JSON schema per line, or
+    both; plus the names of "Action: ... should be one of [a, b]" (tools with open parameters)."""
+    tools: dict[str, dict[str, Any]] = {}
+    dec = json.JSONDecoder()
+    for hm in _REACT_HEADER.finditer(text):
+        em = _REACT_END.search(text, hm.end())
+        block = text[hm.end():em.start() if em else len(text)]
+        for line in block.splitlines():
+            stripped = line.strip()
+            if not stripped:
+                continue
+            if stripped[0] in "{[":
+                found = _json_lines(stripped)
+                for t in found or ():
+                    tools.setdefault(t["name"], t)
+                continue
+            m = _REACT_LINE.match(line)
+            if m is None:
+                continue
+            desc, params = m.group(2).strip(), None
+            am = _REACT_ARGS.search(desc)
+            if am is not None:
+                try:
+                    params, _end = dec.raw_decode(desc, am.end())
+                except (json.JSONDecodeError, RecursionError):
+                    params = None
+                if isinstance(params, dict) and nesting_depth(params) > MAX_SCHEMA_DEPTH:
+                    params = None
+                desc = desc[:am.start()].strip()
+            tools.setdefault(m.group(1), _react_tool(m.group(1), desc, params))
+        if tools:
+            break
+    om = _REACT_ONE_OF.search(text)
+    if om is not None:
+        for raw in om.group(1).split(","):
+            nm = raw.strip().strip("'\"` ")
+            if nm and re.fullmatch(r"[A-Za-z_][\w.\-]{0,63}", nm):
+                tools.setdefault(nm, _react_tool(nm, ""))
+    return list(tools.values()) or None
+
+
+#: family system blocks tried when the prompt has no ``<tools>`` block: (literal, reader, tools_source); the
+#: ReAct list last (its literal is plain text another family's prompt may quote)
 _FAMILY_BLOCKS = (
     ("tool_declare", _kimi_tools, "prompt_kimi"),
     ("namespace functions {", _typescript_tools, "prompt_typescript"),
     ("Parameters:", _deepseek_tools, "prompt_deepseek"),
+    ("Action Input", _react_tools, "prompt_react"),
 )
 
 

@@ -1,0 +1,156 @@
+"""ReAct as a call format (issue 22): detection from the prompt and the output (never from prose, never taking a
+trajectory from another family), the tool list read from the prompt, Observation turns, the ReAct taxonomy, and
+a scan of a ReAct run whose numbers a user checks by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from helpers.adversarial import cli
+from helpers.react_run import BROKEN, CLEAN, FINAL, MULTI, react_prompt, write_react_run
+
+from trajlab.ingest.tool_schemas import tools_from_prompt
+from trajlab.ingest.turns import split_turns
+from trajlab.model import TurnContext
+from trajlab.toolcalls import analyze_turn, detect_tool_format
+from trajlab.toolcalls.formats import FORMATS
+from trajlab.toolcalls.ruleset import get_ruleset
+
+PROMPT = react_prompt("What is the capital of France?")
+
+
+def _tools() -> list[dict]:
+    tools, src = tools_from_prompt(PROMPT)
+    assert src == "prompt_react" and tools is not None
+    return tools
+
+
+def _analyze(text: str, tools: list[dict] | None = None):
+    return analyze_turn(text, tool_format="react", tools=tools if tools is not None else _tools(),
+                        context=TurnContext(is_last_turn=True))
+
+
+def test_tool_list_is_read_from_the_prompt():
+    tools = {t["name"]: t for t in _tools()}
+    assert list(tools) == ["search", "calculator"]
+    assert tools["search"]["parameters"].get("additionalProperties") is True  # listed by name only: open
+    assert tools["calculator"]["parameters"]["properties"] == {"expression": {"type": "string"}}
+    # JSON schemas, one a line, and the names of "should be one of [...]"
+    p = ("user\nYou have access to the following tools:\n"
+         '{"name": "lookup", "description": "d", "parameters": {"type": "object", "properties": '
+         '{"term": {"type": "string"}}, "required": ["term"]}}\n\n'
+         "Use the following format:\nAction: the action to take, should be one of [lookup, finish]\n"
+         "Action Input: the input\nassistant\n")
+    got, src = tools_from_prompt(p)
+    assert src == "prompt_react" and [t["name"] for t in got] == ["lookup", "finish"]
+    assert got[0]["parameters"]["required"] == ["term"]
+
+
+def test_detection_from_prompt_and_output_never_steals():
+    tools, src = tools_from_prompt(PROMPT)
+    assert detect_tool_format(PROMPT, "", tools_source=src) == "react"
+    # a Hermes prompt whose user quotes the ReAct steps stays hermes
+    hermes = ('system\n# Tools\n\n<tools>\n{"type": "function", "function": {"name": "search", "parameters": {}}}\n'
+              '</tools>\n\nFor each function call, return a json object with function name and arguments within '
+              '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": '
+              "<args-json-object>}\n</tool_call>\nuser\nExplain this:\nAction: search\nAction Input: x\nassistant\n")
+    tools, src = tools_from_prompt(hermes)
+    assert detect_tool_format(hermes, "Action: search\nAction Input: x", tools_source=src) == "hermes"
+    # the output alone: ReAct steps are a call, prose about actions is not
+    assert detect_tool_format("user\nhi\nassistant\n", CLEAN[1]) == "react"
+    prose = "The action: none needed. Action items: input the data. Our Action Input is empty."
+    assert detect_tool_format("user\nWhat is an action?\nassistant\n", prose) == "none"
+    ta = _analyze(prose)
+    assert ta.calls == [] and ta.findings == []
+    # a hermes output with a `<tool_call>` is hermes even when it also writes ReAct keys
+    assert detect_tool_format("user\nhi\nassistant\n", '<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>'
+                              "\nAction: a\nAction Input: x") == "hermes"
+
+
+@pytest.mark.parametrize("text", CLEAN)
+def test_pending_calls_are_calls_not_malformed(text):
+    ta = _analyze(text)
+    assert len(ta.calls) == 1 and ta.calls[0].status == "ok", ta.findings
+    assert not [f for f in ta.findings if f.severity in ("error", "warning")]
+    c = ta.calls[0]
+    assert c.function_name in ("search", "calculator") and c.matched_tool == c.function_name
+
+
+def test_inputs_as_the_tool_receives_them():
+    calls = [_analyze(t).calls[0] for t in CLEAN]
+    assert calls[0].arguments == "capital of France"  # open schema: the text itself
+    assert calls[1].arguments == {"expression": "17 * 23"}
+    assert calls[2].arguments == "population of Lyon"  # LangChain strips the quotes
+    assert calls[3].arguments == {"expression": "2 ** 10"}  # a single-parameter tool: the text fills it
+
+
+@pytest.mark.parametrize(("text", "cats"), BROKEN)
+def test_each_react_problem_has_its_category(text, cats):
+    ta = _analyze(text)
+    got = sorted({c for call in ta.calls for c in call.categories})
+    assert got == sorted(cats)
+    rs = get_ruleset(())
+    for f in ta.findings:
+        assert f.rule_id.startswith("react/") and f.message and f.category in rs.categories
+
+
+def test_plain_text_input_to_a_several_parameter_tool_does_not_fit():
+    tools = [{"name": "edit", "description": "", "parameters": {"type": "object", "properties": {
+        "path": {"type": "string"}, "text": {"type": "string"}}, "required": ["path", "text"]}}]
+    ta = _analyze("Action: edit\nAction Input: a.txt hello", tools)
+    assert ta.calls[0].categories == ["invalid_arguments"]
+    assert "plain text" in ta.findings[0].message
+
+
+def test_repairs_rerender_in_react_form():
+    ta = _analyze('Action: calculator\nAction Input: {"expressoin": "2+2"}')
+    c = ta.calls[0]
+    assert c.categories == ["unknown_parameter"] and c.repaired == 'Action: calculator\nAction Input: {"expression": "2+2"}'
+    assert c.repaired_arguments == {"expression": "2+2"}
+    assert FORMATS["react"].render("search", "capital of France") == "Action: search\nAction Input: capital of France"
+
+
+def test_observation_turns():
+    turns = split_turns(MULTI)
+    assert [t.role for t in turns] == ["assistant", "tool", "assistant"]
+    assert turns[1].text == "Observation: Paris is the capital of France.\n"
+    assert "".join(t.text for t in turns) == MULTI
+    wrapped = ("Action: search\nAction Input: a<|im_end|>\n<|im_start|>user\nObservation: Paris<|im_end|>\n"
+               "<|im_start|>assistant\nFinal Answer: Paris")
+    assert [t.role for t in split_turns(wrapped)] == ["assistant", "tool", "assistant"]
+    # an Observation with no model step after it stays in the model's turn (written by the model)
+    assert len(split_turns(BROKEN[-1][0])) == 1
+    # outputs without an Action Input are never split on "Observation:"
+    assert len(split_turns("Some notes.\nObservation: x\nThought: y")) == 1
+
+
+def test_rules_list_shows_the_react_categories(capfd):
+    rc, out, _err = cli(["rules", "list", "--json"], capfd)
+    assert rc == 0
+    text = out.decode()
+    for cat in ("missing_action_input", "multiple_actions", "action_after_final_answer", "model_written_observation"):
+        assert cat in text
+
+
+@pytest.mark.parametrize("engine", ["columnar", "records"])
+def test_scan_of_a_react_run(tmp_path, capfd, engine):
+    run = write_react_run(tmp_path / "run")
+    rc, out, err = cli(["scan", run, "-o", tmp_path / "out", "--json", "--no-progress", "-j", "1",
+                        "--engine", engine], capfd)
+    assert rc == 0, err
+    s = json.loads(out)
+    # by hand: 6 clean pending calls; 7 broken records with 8 calls (one writes two actions); a final answer;
+    # a two-turn output with one call -> 15 trajectories, 15 calls, 8 malformed, 2 final answers
+    assert (s["trajectories"], s["calls"], s["malformed_calls"]) == (15, 15, 8)
+    assert s["final_answer_rate"] == pytest.approx(2 / 15)
+    assert {c["category"]: c["calls"] for c in s["top_categories"]} == {
+        "multiple_actions": 2, "action_after_final_answer": 1, "invalid_json": 1, "missing_action_input": 1,
+        "model_written_observation": 1, "unknown_function": 1, "unknown_parameter": 1}
+    traj = pq.read_table(tmp_path / "out" / "trajectories.parquet").to_pylist()
+    assert {t["tool_format"] for t in traj} == {"react"}
+    assert sorted(t["n_turns"] for t in traj)[-1] == 3
+    calls = pq.read_table(tmp_path / "out" / "calls.parquet").to_pylist()
+    assert all(c["format"] == "react" for c in calls)
+    assert FINAL not in {c["raw"] for c in calls}
