@@ -237,6 +237,21 @@ CASES = [
          "null_string", "null", "info", None),
     Case("unclosed_think", "<think>\nI should search for", "qwen3_coder", "unclosed_think", "at_end", "<think>",
          "info", None),
+    # ReAct text (format react)
+    Case("react_missing_input", "Thought: search it\nAction: bash\n", "react", "missing_action_input", "missing",
+         "Action: bash", "error", False),
+    Case("react_empty_input", "Action: bash\nAction Input:   \n", "react", "missing_action_input", "empty",
+         "Action Input:   ", "warning", False),
+    Case("react_multiple", "Action: bash\nAction Input: ls\nAction: bash\nAction Input: pwd", "react",
+         "multiple_actions", "several", "Action: bash\nAction Input: ls", "error", False),
+    Case("react_after_final", "Final Answer: 42\nAction: bash\nAction Input: ls", "react",
+         "action_after_final_answer", "after", "Final Answer: ", "error", False),
+    Case("react_observation", "Action: bash\nAction Input: ls\nObservation: a.txt", "react",
+         "model_written_observation", "after_action", "Observation: a.txt", "error", False),
+    Case("react_observation_alone", "Thought: done\nObservation: a.txt", "react", "model_written_observation",
+         "without_action", "Observation: a.txt", "warning", None),
+    Case("react_unknown_param", 'Action: bash\nAction Input: {"comand": "ls"}', "react", "unknown_parameter",
+         "garbled", "comand", "warning", True),
 ]
 
 
