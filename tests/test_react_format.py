@@ -141,16 +141,43 @@ def test_scan_of_a_react_run(tmp_path, capfd, engine):
                         "--engine", engine], capfd)
     assert rc == 0, err
     s = json.loads(out)
-    # by hand: 6 clean pending calls; 7 broken records with 8 calls (one writes two actions); a final answer;
-    # a two-turn output with one call -> 15 trajectories, 15 calls, 8 malformed, 2 final answers
-    assert (s["trajectories"], s["calls"], s["malformed_calls"]) == (15, 15, 8)
-    assert s["final_answer_rate"] == pytest.approx(2 / 15)
+    # by hand: 6 clean pending calls; 9 broken records with 10 calls (one writes two actions); a final answer;
+    # a two-turn output with one call -> 17 trajectories, 17 calls, 10 malformed, 2 final answers
+    assert (s["trajectories"], s["calls"], s["malformed_calls"]) == (17, 17, 10)
+    assert s["final_answer_rate"] == pytest.approx(2 / 17)
     assert {c["category"]: c["calls"] for c in s["top_categories"]} == {
         "multiple_actions": 2, "action_after_final_answer": 1, "invalid_json": 1, "missing_action_input": 1,
-        "model_written_observation": 1, "unknown_function": 1, "unknown_parameter": 1}
+        "model_written_observation": 1, "unknown_function": 2, "unknown_parameter": 2, "garbled_function_name": 1}
     traj = pq.read_table(tmp_path / "out" / "trajectories.parquet").to_pylist()
     assert {t["tool_format"] for t in traj} == {"react"}
     assert sorted(t["n_turns"] for t in traj)[-1] == 3
     calls = pq.read_table(tmp_path / "out" / "calls.parquet").to_pylist()
     assert all(c["format"] == "react" for c in calls)
     assert FINAL not in {c["raw"] for c in calls}
+
+
+def test_sft_pool_samples_are_in_react_form(tmp_path, capfd):
+    from helpers.verl_lines import legacy_line, write_jsonl
+
+    rows = []
+    for q in ("q1", "q2", "q3"):  # each prompt: a right answer, a garbled action, a misspelt parameter
+        p = react_prompt(q)
+        rows += [legacy_line(1, p, "Thought: I now know the final answer\nFinal Answer: 42", 1.0),
+                 legacy_line(1, p, 'Thought: Search.\nAction: serach\nAction Input: {"query": "x"}', 0.0),
+                 legacy_line(1, p, 'Action: calculator\nAction Input: {"expresion": "6*7"}', 0.0)]
+    write_jsonl(tmp_path / "run" / "rollout" / "1.jsonl", rows)
+    out = tmp_path / "out"
+    assert cli(["scan", tmp_path / "run", "-o", out, "--no-progress", "-j", "1"], capfd)[0] == 0
+    rc, _o, err = cli(["build-sft-pool", out, "--ratio", "5:3:2", "--min-score", "any", "--val-fraction", "0"], capfd)
+    assert rc == 0, err
+    demos = pq.read_table(out / "sft_pool" / "error_demo.parquet").to_pylist()
+    hints = pq.read_table(out / "sft_pool" / "hint.parquet").to_pylist()
+    assert demos and hints
+    for r in demos:
+        feedback, answer = r["messages"][-2]["content"], r["messages"][-1]["content"]
+        assert "(react format):\nAction: " in feedback and "<tool_call>" not in feedback
+        assert answer in ('Action: search\nAction Input: {"query": "x"}',
+                          'Action: calculator\nAction Input: {"expression": "6*7"}')
+    for r in hints:
+        system = r["messages"][0]["content"]
+        assert "Action: " in system and "<tool_call>" not in system and r["tool_format"] == "react"

@@ -51,6 +51,9 @@ BROKEN: list[tuple[str, list[str]]] = [
     ('Thought: Compute.\nAction: calculator\nAction Input: {"expr": "2+2"}',
      ["unknown_parameter"]),  # (LangChain's `args:` carry no `required`)
     ('Thought: I should search.\nAction: search\n', ["missing_action_input"]),
+    ('Thought: Compute.\nAction: calculator\nAction Input: {"expresion": "6*7"}', ["unknown_parameter"]),  # repairable
+    ('Thought: Search.\nAction: serach\nAction Input: {"query": "Lyon"}',
+     ["garbled_function_name", "unknown_function"]),  # repairable
     ('Thought: Two things.\nAction: search\nAction Input: a\nAction: calculator\nAction Input: {"expression": "1"}',
      ["multiple_actions"]),
     ('Thought: I know it.\nFinal Answer: Paris\nAction: search\nAction Input: Paris', ["action_after_final_answer"]),
