@@ -181,3 +181,19 @@ def test_sft_pool_samples_are_in_react_form(tmp_path, capfd):
     for r in hints:
         system = r["messages"][0]["content"]
         assert "Action: " in system and "<tool_call>" not in system and r["tool_format"] == "react"
+
+
+def test_summary_says_when_tools_are_declared_in_a_form_no_format_reads(tmp_path, capfd):
+    from helpers.verl_lines import legacy_line, write_jsonl
+
+    mistral = ('system\nYou are a helpful assistant.\n[AVAILABLE_TOOLS][{"type": "function", "function": '
+               '{"name": "search"}}][/AVAILABLE_TOOLS]\nuser\nq\nassistant\n')
+    gsm8k = "system\nYou are a helpful assistant.\nuser\nWhat is 2+2? Let's think step by step.\nassistant\n"
+    rows = [legacy_line(1, mistral, "I will search.", 0.0), legacy_line(1, mistral, "Done.", 0.0),
+            legacy_line(1, gsm8k, "4", 1.0), legacy_line(1, react_prompt("q"), CLEAN[0], 0.0)]
+    write_jsonl(tmp_path / "run" / "rollout" / "1.jsonl", rows)
+    rc, out, _err = cli(["scan", tmp_path / "run", "-o", tmp_path / "o", "--json", "--no-progress", "-j", "1"], capfd)
+    assert rc == 0 and json.loads(out)["unread_tool_declarations"] == 2  # the Mistral prompts; ReAct is read
+    rc, out, _err = cli(["scan", tmp_path / "run", "-o", tmp_path / "o2", "--no-progress", "-j", "1"], capfd)
+    words = " ".join(w for w in out.decode().split() if w != "│")  # (the panel wraps the line)
+    assert rc == 0 and "2 trajectories whose prompt declares tools in a form no call format reads" in words

@@ -333,6 +333,17 @@ def _family_tools(input_text: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+#: a prompt that declares tools (in any form): the ReAct and family phrasings, a ``<tools>`` / ``<functions>`` block,
+#: a ``# Tools`` heading, OpenAI ``"type": "function"`` objects, Mistral's ``[AVAILABLE_TOOLS]``. A trajectory whose
+#: prompt matches while no format and no schema was read declares its tools in a form trajlab does not read (the
+#: scan summary says so). Valid as a Python and a Rust (polars) regex.
+DECLARES_TOOLS_PATTERN = (
+    r"(?im)(?:you have access to (?:the following |these )?(?:tools|functions|apis)|"
+    r"(?:available|following) (?:tools|functions)[ \t]*:|<tools>|<functions>|^#{1,3} ?tools[ \t]*$|"
+    r"\"type\"[ \t]*:[ \t]*\"function\"|\[AVAILABLE_TOOLS\])"
+)
+
+
 def tools_from_prompt(input_text: str) -> tuple[list[dict[str, Any]] | None, str | None]:
     """Tool schemas rendered in the prompt's ``<tools>`` block (or another family's system block), and which
     rendering they came from.
