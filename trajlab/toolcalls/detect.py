@@ -6,7 +6,8 @@ The prompt's instructions decide first (the Qwen3.5/3.6/Qwen3-Coder block with
 DeepSeek-V3.1 tool-use block, gpt-oss's ``namespace functions {``; markers are data in
 ``rules/formats/<format>.yaml``), then how the tools are rendered (Qwen3-Coder's XML tool list, Kimi's
 ``tool_declare`` array, DeepSeek's ``### NAME`` blocks, harmony's TypeScript namespace), then what the output
-itself contains.
+itself contains. ReAct instructions (``Action:`` / ``Action Input:``, plain text a prompt may merely quote) count
+only when no family's instructions or tool block are in the prompt (:data:`FALLBACK_FORMATS`).
 """
 
 from __future__ import annotations
