@@ -48,6 +48,24 @@ def test_tool_list_is_read_from_the_prompt():
     assert got[0]["parameters"]["required"] == ["term"]
 
 
+def test_qwen_react_prompt_parameters():
+    p = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nAnswer the following "
+         "questions as best you can. You have access to the following tools:\n\n"
+         "quark_search: Call this tool to interact with the Quark Search API. What is the Quark Search API useful "
+         'for? A general search engine. Parameters: [{"name": "search_query", "description": "keywords", '
+         '"required": true, "schema": {"type": "string"}}] Format the arguments as a JSON object.\n\n'
+         "Use the following format:\n\nQuestion: the input question you must answer\nThought: think\n"
+         "Action: the action to take, should be one of [quark_search]\nAction Input: the input to the action\n"
+         "Observation: the result of the action\n\nBegin!\n\nQuestion: hi<|im_end|>\n<|im_start|>assistant\n")
+    tools, src = tools_from_prompt(p)
+    assert src == "prompt_react" and [t["name"] for t in tools] == ["quark_search"]
+    params = tools[0]["parameters"]
+    assert params["properties"]["search_query"]["type"] == "string" and params["required"] == ["search_query"]
+    assert detect_tool_format(p, "", tools_source=src) == "react"
+    ta = _analyze('Thought: search\nAction: quark_search\nAction Input: {"query": "x"}', tools)
+    assert sorted(ta.calls[0].categories) == ["missing_required_parameter", "unknown_parameter"]
+
+
 def test_detection_from_prompt_and_output_never_steals():
     tools, src = tools_from_prompt(PROMPT)
     assert detect_tool_format(PROMPT, "", tools_source=src) == "react"

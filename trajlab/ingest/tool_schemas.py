@@ -18,8 +18,9 @@ Other families declare their tools elsewhere in the system block (call-formats.m
 * gpt-oss (harmony): a TypeScript ``namespace functions { type NAME = (_: { p: string, q?: number }) => any; }`` in
   the developer message (lossy: ``integer`` is rendered ``number``; string unions become enums);
 * ReAct agents: after "You have access to the following tools:" one ``name: description`` line per tool
-  (LangChain's rendering, optionally ``, args: {json}``) or one JSON schema per line, and the names in "Action:
-  ... should be one of [a, b]"; a tool listed by name only has open parameters (any arguments fit).
+  (LangChain's rendering, optionally ``, args: {json}``; Qwen's ReAct prompt: ``... Parameters: [{"name",
+  "required", "schema"}] ...``) or one JSON schema per line, and the names in "Action: ... should be one of [a,
+  b]"; a tool listed by name only has open parameters (any arguments fit).
 
 Every schema is normalised to ``{"name", "description", "parameters"}`` (a JSON-schema object).
 """
@@ -254,12 +255,29 @@ _REACT_HEADER = re.compile(r"(?:have access to|can use|may use|available tools|f
 _REACT_END = re.compile(r"^[ \t]*(?:Use the following format|Question:|Thought:|Action:|Action Input:|Begin!|To use a tool)",
                         re.MULTILINE)
 _REACT_LINE = re.compile(r"^[ \t]*(?:[-*•][ \t]*|\d+[.)][ \t]*)?`?([A-Za-z_][\w.\-]{0,63})`?(?:\([^)\n]*\))?[ \t]*:[ \t]*(.*)$")
-_REACT_ARGS = re.compile(r",?[ \t]*args:[ \t]*(?=\{)")
+_REACT_ARGS = re.compile(r",?[ \t]*args:[ \t]*(?=\{)|[ \t]*Parameters:[ \t]*(?=\[)")
 _REACT_ONE_OF = re.compile(r"Action[ \t]*:[^\n]*?\bone of[ \t]*\[([^\]\n]*)\]")
+
+
+def _qwen_react_params(items: list[Any]) -> dict[str, Any]:
+    """Qwen's ReAct prompt lists parameters as ``[{"name", "description", "required", "schema"}]``."""
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for it in items:
+        if isinstance(it, dict) and isinstance(it.get("name"), str):
+            prop = dict(it["schema"]) if isinstance(it.get("schema"), dict) else {}
+            if isinstance(it.get("description"), str):
+                prop.setdefault("description", it["description"])
+            props[it["name"]] = prop
+            if it.get("required") is True:
+                required.append(it["name"])
+    return {"properties": props, "required": required} if props else {}
 
 
 def _react_tool(name: str, desc: str, params: Any = None) -> dict[str, Any]:
     """A tool read from a ReAct prompt; without a schema its parameters are open (any arguments fit)."""
+    if isinstance(params, list):
+        params = _qwen_react_params(params)
     if isinstance(params, dict) and params:
         props = params.get("properties") if isinstance(params.get("properties"), dict) else params
         schema: dict[str, Any] = {"type": "object", "properties": props}
@@ -298,7 +316,7 @@ def _react_tools(text: str) -> list[dict[str, Any]] | None:
                     params, _end = dec.raw_decode(desc, am.end())
                 except (json.JSONDecodeError, RecursionError):
                     params = None
-                if isinstance(params, dict) and nesting_depth(params) > MAX_SCHEMA_DEPTH:
+                if isinstance(params, (dict, list)) and nesting_depth(params) > MAX_SCHEMA_DEPTH:
                     params = None
                 desc = desc[:am.start()].strip()
             tools.setdefault(m.group(1), _react_tool(m.group(1), desc, params))
