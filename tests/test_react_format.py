@@ -215,3 +215,31 @@ def test_summary_says_when_tools_are_declared_in_a_form_no_format_reads(tmp_path
     rc, out, _err = cli(["scan", tmp_path / "run", "-o", tmp_path / "o2", "--no-progress", "-j", "1"], capfd)
     words = " ".join(w for w in out.decode().split() if w != "│")  # (the panel wraps the line)
     assert rc == 0 and "2 trajectories whose prompt declares tools in a form no call format reads" in words
+
+
+PAPER_PROMPT = (
+    "user\nSolve a question answering task with interleaving Thought, Action, Observation steps. Thought can reason "
+    "about the current situation, and Action can be three types: \n(1) Search[entity], which searches the exact entity "
+    "on Wikipedia and returns the first paragraph if it exists.\n(2) Lookup[keyword], which returns the next sentence "
+    "containing keyword in the current passage.\n(3) Finish[answer], which returns the answer and finishes the task.\n"
+    "Here are some examples.\nQuestion: What is X?\nThought 1: I need to search X.\nAction 1: Search[X]\n"
+    "Observation 1: X is Y.\nThought 2: So the answer is Y.\nAction 2: Finish[Y]\n\nQuestion: Who wrote Hamlet?\n"
+    "assistant\n")
+
+
+def test_the_react_papers_bracket_actions():
+    tools, src = tools_from_prompt(PAPER_PROMPT)
+    assert src == "prompt_react" and [t["name"] for t in tools] == ["Search", "Lookup", "Finish"]
+    assert tools[0]["parameters"] == {"type": "object", "properties": {"entity": {"type": "string"}},
+                                      "required": ["entity"]}
+    assert detect_tool_format(PAPER_PROMPT, "", tools_source=src) == "react"
+    out = ("Thought 1: I need to search Hamlet.\nAction 1: Search[Hamlet]\nObservation 1: Hamlet is a tragedy.\n"
+           "Thought 2: So the answer is Shakespeare.\nAction 2: Finish[William Shakespeare]")
+    turns = split_turns(out)
+    assert [t.role for t in turns] == ["assistant", "tool", "assistant"]
+    calls = [c for t in turns if t.role == "assistant" for c in _analyze(t.text, tools).calls]
+    assert [(c.function_name, c.arguments, c.status) for c in calls] == [
+        ("Search", {"entity": "Hamlet"}, "ok"), ("Finish", {"answer": "William Shakespeare"}, "ok")]
+    bad = _analyze("Thought 1: go\nAction 1: Serch[Hamlet]", tools).calls[0]
+    assert "garbled_function_name" in bad.categories and bad.repaired == "Action 1: Search[Hamlet]"  # (the rename edits the step in place)
+    assert detect_tool_format("user\nhi\nassistant\n", "Thought: x\nAction: Search[Hamlet]") == "react"

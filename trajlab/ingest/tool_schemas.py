@@ -19,8 +19,9 @@ Other families declare their tools elsewhere in the system block (call-formats.m
   the developer message (lossy: ``integer`` is rendered ``number``; string unions become enums);
 * ReAct agents: after "You have access to the following tools:" one ``name: description`` line per tool
   (LangChain's rendering, optionally ``, args: {json}``; Qwen's ReAct prompt: ``... Parameters: [{"name",
-  "required", "schema"}] ...``) or one JSON schema per line, and the names in "Action: ... should be one of [a,
-  b]"; a tool listed by name only has open parameters (any arguments fit).
+  "required", "schema"}] ...``) or one JSON schema per line, the ReAct paper's ``(1) Search[entity], which ...``
+  (one string parameter, named in the brackets), and the names in "Action: ... should be one of [a, b]"; a tool
+  listed by name only has open parameters (any arguments fit).
 
 Every schema is normalised to ``{"name", "description", "parameters"}`` (a JSON-schema object).
 """
@@ -256,6 +257,7 @@ _REACT_END = re.compile(r"^[ \t]*(?:Use the following format|Question:|Thought:|
                         re.MULTILINE)
 _REACT_LINE = re.compile(r"^[ \t]*(?:[-*•][ \t]*|\d+[.)][ \t]*)?`?([A-Za-z_][\w.\-]{0,63})`?(?:\([^)\n]*\))?[ \t]*:[ \t]*(.*)$")
 _REACT_ARGS = re.compile(r",?[ \t]*args:[ \t]*(?=\{)|[ \t]*Parameters:[ \t]*(?=\[)")
+_REACT_PAPER_TOOL = re.compile(r"\(\d+\)[ \t]*([A-Za-z_][\w.\-]{0,63})\[([A-Za-z_]\w{0,63})\][ \t]*,?[ \t]*([^\n]*)")
 _REACT_ONE_OF = re.compile(r"Action[ \t]*:[^\n]*?\bone of[ \t]*\[([^\]\n]*)\]")
 
 
@@ -292,6 +294,8 @@ def _react_tools(text: str) -> list[dict[str, Any]] | None:
     """The tool list of a ReAct prompt: after "You have access to the following tools:" one tool per line as
     ``name: description`` (LangChain's rendering, optionally ``, args: {json}``), one JSON schema per line, or
     both; plus the names of "Action: ... should be one of [a, b]" (tools with open parameters)."""
+    if "Observation" not in text and "Action Input" not in text:
+        return None  # (a ReAct prompt teaches the Observation or the Action Input step)
     tools: dict[str, dict[str, Any]] = {}
     dec = json.JSONDecoder()
     for hm in _REACT_HEADER.finditer(text):
@@ -322,6 +326,9 @@ def _react_tools(text: str) -> list[dict[str, Any]] | None:
             tools.setdefault(m.group(1), _react_tool(m.group(1), desc, params))
         if tools:
             break
+    for pm in _REACT_PAPER_TOOL.finditer(text):  # the ReAct paper's "(1) Search[entity], which searches ..."
+        tools.setdefault(pm.group(1), _react_tool(pm.group(1), pm.group(3).strip(), {
+            "properties": {pm.group(2): {"type": "string"}}, "required": [pm.group(2)]}))
     om = _REACT_ONE_OF.search(text)
     if om is not None:
         for raw in om.group(1).split(","):
@@ -337,7 +344,7 @@ _FAMILY_BLOCKS = (
     ("tool_declare", _kimi_tools, "prompt_kimi"),
     ("namespace functions {", _typescript_tools, "prompt_typescript"),
     ("Parameters:", _deepseek_tools, "prompt_deepseek"),
-    ("Action Input", _react_tools, "prompt_react"),
+    ("Action", _react_tools, "prompt_react"),
 )
 
 

@@ -26,7 +26,7 @@ recognised with and without its special tokens kept by the decode:
   starting ``Thought:``, ``Action:`` or ``Final Answer:``). An ``Observation:`` with no model step after it is
   left in the model's turn, where the classifier reports it as written by the model (``model_written_observation``):
   an agent loop ends a rollout after a model turn, not after a tool result. Only outputs that hold ``Action Input``
-  are split this way.
+  (or the paper's ``Action 1: Search[...]``) are split this way.
 
 The family is recognised from the output itself (its wrapper's literal), so ingest needs no format; stripped
 wrappers are delimited heuristically (by the next ``assistant`` header a turn can start with).
@@ -95,15 +95,16 @@ FAMILY_WRAPPERS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("glm", "<tool_response>", re.compile(
         r"(?:<\|observation\|>)?(?:[ \t\r\n]*<tool_response>.*?(?:</tool_response>|\Z))+(?:<\|assistant\|>)?",
         re.DOTALL)),
-    ("react", "user\nObservation:", re.compile(
-        r"(?:<\|im_end\|>)?\n?(?:<\|im_start\|>)?user\nObservation:.*?"
+    ("react", "user\nObservation", re.compile(
+        r"(?:<\|im_end\|>)?\n?(?:<\|im_start\|>)?user\nObservation[ \t]*\d*[ \t]*:.*?"
         r"(?:(?:<\|im_end\|>)?\n(?:<\|im_start\|>)?assistant\n|\Z)", re.DOTALL)),
-    ("react", "\nObservation:", re.compile(
-        rf"(?<=\n)Observation[ \t]*:(?:(?!\n{_REACT_STEP}).)*\n(?={_REACT_STEP})", re.DOTALL)),
+    ("react", "\nObservation", re.compile(
+        rf"(?<=\n)Observation[ \t]*\d*[ \t]*:(?:(?!\n{_REACT_STEP}).)*\n(?={_REACT_STEP})", re.DOTALL)),
 )
 
-#: families whose wrapper is plain text another output may hold: split only when this literal is in the output too
-WRAPPER_REQUIRES = {"react": "Action Input"}
+#: families whose wrapper is plain text another output may hold: split only where the output also writes a ReAct
+#: action (an ``Action Input:`` line, or the paper's ``Action 1: Search[...]``)
+WRAPPER_REQUIRES = {"react": re.compile(r"(?m)^[ \t]*Action[ \t]*\d*[ \t]*(?:Input[ \t]*\d*[ \t]*:|:[ \t]*[A-Za-z_][\w.\-]*\[)")}
 
 
 def _split_family(output: str, block: re.Pattern[str]) -> list[Turn]:
@@ -132,7 +133,8 @@ def split_turns(output: str) -> list[Turn]:
     n = len(output)
     if "<tool_response>" not in output or _ANCHOR not in output:
         for fam, lit, block in FAMILY_WRAPPERS:
-            if lit in output and WRAPPER_REQUIRES.get(fam, lit) in output:
+            req = WRAPPER_REQUIRES.get(fam)
+            if lit in output and (req is None or req.search(output) is not None):
                 return _split_family(output, block)
         return [Turn(0, "assistant", output, 0, n)]
     turns: list[Turn] = []

@@ -6,7 +6,7 @@ ReAct agents (LangChain's ReAct prompt and the many agents written like it) call
     Action: search
     Action Input: {"query": "capital of France"}
 
-and stop; the environment appends ``Observation: RESULT`` and the model goes on, until it writes
+(or, as in the ReAct paper, ``Action 1: Search[capital of France]``) and stop; the environment appends ``Observation: RESULT`` and the model goes on, until it writes
 ``Final Answer: ...``. The input is a JSON object (the tool's keyword arguments) or plain text (the input of a
 single-input tool). An Action whose Observation is missing because the dump ends at the model's turn is a
 pending call -- a call, not a malformed one.
@@ -26,7 +26,7 @@ import json
 import re
 from typing import Any
 
-from trajlab.toolcalls.draft import MISSING, CallDraft, Issue
+from trajlab.toolcalls.draft import MISSING, CallDraft, Issue, Ranges
 from trajlab.toolcalls.format_base import ToolFormat
 from trajlab.toolcalls.jsonbody import fill_json_arguments
 from trajlab.toolcalls.ruleset import RuleSet
@@ -37,6 +37,10 @@ KEY_RE = re.compile(
     r"(?P<final>Final[ \t]+Answer)|(?P<thought>Thought))[ \t]*\d*[ \t]*:[ \t]*",
     re.MULTILINE,
 )
+
+
+#: the ReAct paper's action with its input in brackets: ``Search[Apple Remote]``, ``Finish[yes]``
+_BRACKET = re.compile(r"([A-Za-z_][\w.\-]{0,63})\[(.*)\]")
 
 
 def _keys(text: str, lo: int, hi: int) -> list[tuple[str, int, int]]:
@@ -86,7 +90,8 @@ class ReactFormat(ToolFormat):
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
         if text.find("Action", lo, hi) < 0 and text.find("Observation", lo, hi) < 0:
             return [], []
-        keys = [k for k in _keys(text, lo, hi) if not any(a <= k[1] < b for a, b in excluded)]
+        occ = Ranges(excluded) if excluded else None
+        keys = [k for k in _keys(text, lo, hi) if occ is None or occ.covering(k[1]) < 0]
         calls: list[CallDraft] = []
         issues: list[Issue] = []
         finals = [k for k in keys if k[0] == "final"]
@@ -96,10 +101,9 @@ class ReactFormat(ToolFormat):
             elif kind == "obs":
                 eol = text.find("\n", ke, hi)
                 oe = hi if eol < 0 else eol
-                before = [c for c in calls if c.start < ks]
-                if before:
-                    before[-1].add("model_written_observation", "after_action", ks, oe,
-                                   after=f" after `Action: {before[-1].name or ''}`")
+                if calls:  # (keys are in text order: the last call found precedes this observation)
+                    calls[-1].add("model_written_observation", "after_action", ks, oe,
+                                  after=f" after `Action: {calls[-1].name or ''}`")
                 else:
                     issues.append(Issue("model_written_observation", "without_action", ks, oe, {"after": ""}))
         if len(calls) > 1:
@@ -117,6 +121,19 @@ class ReactFormat(ToolFormat):
         eol = text.find("\n", ke, hi)
         line_end = hi if eol < 0 else eol
         ns, ne = _strip_span(text, ke, line_end)
+        bm = _BRACKET.fullmatch(text, ns, ne)
+        if bm is not None:  # the ReAct paper's `Action 1: Search[Apple Remote]`: the input inside the brackets
+            d = CallDraft("react", ks, ne, bm.group(1), bm.start(1), bm.end(1))
+            d.span("structural", ks, bm.start(1))
+            d.span("function_name", bm.start(1), bm.end(1))
+            d.span("structural", bm.end(1), bm.start(2))
+            if bm.end(2) > bm.start(2):
+                _read_input(d, text, bm.start(2), bm.end(2), rs, spans)
+            else:
+                d.add("missing_action_input", "empty", bm.start(2) - 1, ne, name=d.name or "",
+                      blocker="the input the action was meant to get is unknown")
+            d.span("structural", bm.end(2), ne)
+            return d
         d = CallDraft("react", ks, line_end, text[ns:ne], ns, ne)
         d.span("structural", ks, ns)
         d.span("function_name", ns, ne)
