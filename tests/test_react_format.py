@@ -243,3 +243,34 @@ def test_the_react_papers_bracket_actions():
     bad = _analyze("Thought 1: go\nAction 1: Serch[Hamlet]", tools).calls[0]
     assert "garbled_function_name" in bad.categories and bad.repaired == "Action 1: Search[Hamlet]"  # (the rename edits the step in place)
     assert detect_tool_format("user\nhi\nassistant\n", "Thought: x\nAction: Search[Hamlet]") == "react"
+
+
+# the shapes LangChain's ReAct output parser is tested on (its behaviour, in our words): (text, calls read as
+# (name, input), categories of the turn's findings)
+PARSER_SHAPES = [
+    ("Thought: I need to search for NBA\nAction: Search\nAction Input: NBA", [("Search", "NBA")], []),
+    ("Thought: I need to search for NBA\nAction: Search \nAction Input: NBA", [("Search", "NBA")], []),
+    ("Thought: I need to search for pytest\nAction: Search\nAction Input:\n```\npytest\n```",
+     [("Search", "```\npytest\n```")], []),
+    ("I can use `ls` to list the directory.\n\nAction: Terminal\nAction Input:\nls -l ~/.bashrc.d/\n",
+     [("Terminal", "ls -l ~/.bashrc.d/")], []),
+    ('Action: query_sql_db\nAction Input: SELECT * FROM "foo" LIMIT 1', [("query_sql_db", 'SELECT * FROM "foo" LIMIT 1')], []),
+    ('Action: Search\nAction Input: "NBA"', [("Search", "NBA")], []),
+    ("Thought: I can now answer the question\nFinal Answer: 1994", [], []),
+    ("Thought: I can now answer the question\nFinal Answer:\n1994", [], []),
+    ("Thought: I need to search for NBA\nAction: Search\nThought: NBA", [("Search", {})], ["missing_action_input"]),
+    ("Thought: I need to search for NBA\nThought: Search\nAction Input: NBA", [], ["missing_call_open"]),
+    ("Thought: I need to search for NBA\nAction: Search\nAction Input: NBA\nObservation: founded in 1994\n"
+     "Thought: I can now answer the question\nFinal Answer: 1994", [("Search", "NBA")],
+     ["action_after_final_answer", "model_written_observation"]),
+]
+
+
+@pytest.mark.parametrize(("text", "calls", "cats"), PARSER_SHAPES)
+def test_shapes_the_reference_parser_is_tested_on(text, calls, cats):
+    open_tools = [{"name": n, "description": "", "parameters": {"type": "object", "properties": {},
+                                                                "additionalProperties": True}}
+                  for n in ("Search", "Terminal", "query_sql_db")]
+    ta = _analyze(text, open_tools)
+    assert [(c.function_name, c.arguments) for c in ta.calls] == calls
+    assert sorted({f.category for f in ta.findings if f.severity in ("error", "warning")}) == cats

@@ -250,6 +250,8 @@ CASES = [
          "model_written_observation", "after_action", "Observation: a.txt", "error", False),
     Case("react_observation_alone", "Thought: done\nObservation: a.txt", "react", "model_written_observation",
          "without_action", "Observation: a.txt", "warning", None),
+    Case("react_orphan_input", "Thought: Search\nAction Input: NBA", "react", "missing_call_open", "action_line",
+         "Action Input: NBA", "error", None),
     Case("react_text_after", "Action: bash\nAction Input: ls\nThought: then I wait", "react", "text_after_call",
          "into_input", "Thought: then I wait", "warning", True),
     Case("react_unknown_param", 'Action: bash\nAction Input: {"comand": "ls"}', "react", "unknown_parameter",

@@ -12,7 +12,8 @@ single-input tool). An Action whose Observation is missing because the dump ends
 pending call -- a call, not a malformed one.
 
 What this scanner reports (the rest -- unknown actions, arguments that do not fit the schema -- comes from the
-shared checks): ``missing_action_input`` (an Action with no, or an empty, Action Input), ``invalid_json`` (an
+shared checks): ``missing_action_input`` (an Action with no, or an empty, Action Input), ``missing_call_open``
+(an Action Input with no Action line: a turn-level finding, no call is named), ``invalid_json`` (an
 input that starts like JSON and does not decode), ``multiple_actions`` (several actions in one turn: LangChain's
 parser takes the first and reads the rest of the text as its input), ``action_after_final_answer`` (an action
 and ``Final Answer:`` in one turn, which LangChain rejects) and ``model_written_observation`` (an
@@ -98,6 +99,11 @@ class ReactFormat(ToolFormat):
         for i, (kind, ks, ke) in enumerate(keys):
             if kind == "action":
                 calls.append(self._action(text, keys, i, hi, rs, spans))
+            elif kind == "input" and (i == 0 or keys[i - 1][0] != "action"):
+                # an Action Input with no Action before it: no tool is named, so no call (a turn-level problem)
+                eol = text.find("\n", ke, hi)
+                issues.append(Issue("missing_call_open", "action_line", ks, hi if eol < 0 else eol,
+                                    {"tag": "Action Input:"}))
             elif kind == "obs":
                 eol = text.find("\n", ke, hi)
                 oe = hi if eol < 0 else eol

@@ -87,7 +87,8 @@ def after_canonical(text: str, fast: FastTurn, think: list[tuple[int, int, int, 
 
 
 #: react issues that already name the text after the action
-_REACT_TAIL = frozenset({"model_written_observation", "action_after_final_answer", "multiple_actions"})
+_REACT_TAIL = frozenset({"model_written_observation", "action_after_final_answer", "multiple_actions",
+                         "missing_action_input"})
 
 
 def _text_after(text: str, end: int, think: list[tuple[int, int, int, int, int, int]], ctx: TurnContext) -> Issue | None:
