@@ -274,3 +274,18 @@ def test_shapes_the_reference_parser_is_tested_on(text, calls, cats):
     ta = _analyze(text, open_tools)
     assert [(c.function_name, c.arguments) for c in ta.calls] == calls
     assert sorted({f.category for f in ta.findings if f.severity in ("error", "warning")}) == cats
+
+
+def test_ood_tool_block_in_react_form_reads_back():
+    from trajlab.curate.hints import load_hint_rules
+    from trajlab.curate.ood import render_system
+
+    tools = [{"name": "search_web", "description": "Search the web.", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}]
+    system = render_system(load_hint_rules(()), "You are a helpful assistant.", tools, "react")
+    assert system is not None and system.startswith("You are a helpful assistant.\n\nAnswer the following")
+    prompt = f"system\n{system}\nuser\nq\nassistant\n"
+    got, src = tools_from_prompt(prompt)
+    assert src == "prompt_react" and got == [{"name": "search_web", "description": "Search the web.", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}}}}]
+    assert detect_tool_format(prompt, "", tools_source=src) == "react"
