@@ -289,3 +289,12 @@ def test_ood_tool_block_in_react_form_reads_back():
     assert src == "prompt_react" and got == [{"name": "search_web", "description": "Search the web.", "parameters": {
         "type": "object", "properties": {"query": {"type": "string"}}}}]
     assert detect_tool_format(prompt, "", tools_source=src) == "react"
+
+
+@pytest.mark.parametrize("tail", ["\nObservation:", "\nObservation: ", "\nObservation:\n"])
+def test_a_kept_stop_sequence_is_no_invented_observation(tail):
+    ta = _analyze(CLEAN[1] + tail)
+    assert [c.status for c in ta.calls] == ["ok"] and ta.findings == []
+    assert ta.calls[0].arguments == {"expression": "17 * 23"}
+    ta = _analyze(CLEAN[1] + tail + "42")  # a result after it is the model's own
+    assert ta.calls[0].categories == ["model_written_observation"]

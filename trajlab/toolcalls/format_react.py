@@ -9,7 +9,8 @@ ReAct agents (LangChain's ReAct prompt and the many agents written like it) call
 (or, as in the ReAct paper, ``Action 1: Search[capital of France]``) and stop; the environment appends ``Observation: RESULT`` and the model goes on, until it writes
 ``Final Answer: ...``. The input is a JSON object (the tool's keyword arguments) or plain text (the input of a
 single-input tool). An Action whose Observation is missing because the dump ends at the model's turn is a
-pending call -- a call, not a malformed one.
+pending call -- a call, not a malformed one (so is one followed only by a bare ``Observation:``: the agent's stop
+sequence, kept when the server includes it in the output).
 
 What this scanner reports (the rest -- unknown actions, arguments that do not fit the schema -- comes from the
 shared checks): ``missing_action_input`` (an Action with no, or an empty, Action Input), ``missing_call_open``
@@ -107,6 +108,13 @@ class ReactFormat(ToolFormat):
             elif kind == "obs":
                 eol = text.find("\n", ke, hi)
                 oe = hi if eol < 0 else eol
+                if i == len(keys) - 1 and not text[ke:hi].strip():
+                    # a bare `Observation:` that ends the turn is the agent's stop sequence kept in the dump (the
+                    # model was stopped there): part of the step, not an invented result
+                    if calls and calls[-1].end <= ks:
+                        calls[-1].span("structural", calls[-1].end, ke)
+                        calls[-1].end = ke
+                    continue
                 if calls:  # (keys are in text order: the last call found precedes this observation)
                     calls[-1].add("model_written_observation", "after_action", ks, oe,
                                   after=f" after `Action: {calls[-1].name or ''}`")
