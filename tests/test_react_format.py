@@ -298,3 +298,11 @@ def test_a_kept_stop_sequence_is_no_invented_observation(tail):
     assert ta.calls[0].arguments == {"expression": "17 * 23"}
     ta = _analyze(CLEAN[1] + tail + "42")  # a result after it is the model's own
     assert ta.calls[0].categories == ["model_written_observation"]
+
+
+def test_end_tokens_kept_by_the_decode_are_not_part_of_the_input():
+    for tail in ("<|im_end|>", "<|im_end|>\n<|endoftext|>", "</s>"):
+        ta = _analyze(CLEAN[1] + tail)
+        assert [(c.status, c.arguments) for c in ta.calls] == [("ok", {"expression": "17 * 23"})] and not ta.findings
+        ta = _analyze(CLEAN[0] + tail)
+        assert [c.arguments for c in ta.calls] == ["capital of France"]

@@ -62,9 +62,19 @@ def _strip_span(text: str, s: int, e: int) -> tuple[int, int]:
     return s, e
 
 
+#: end-of-turn special tokens a dump decoded with special tokens keeps after the input (not part of it)
+_END_TOKENS = re.compile(r"(?:<\|(?:im_end|endoftext|eot_id|end)\|>|</s>|<｜end▁of▁sentence｜>)[ \t\r\n]*\Z")
+
+
 def _read_input(d: CallDraft, text: str, s: int, e: int, rs: RuleSet, spans: bool) -> None:
     """The Action Input ``text[s:e]`` (stripped): a JSON object's members, or the text itself."""
     s, e = _strip_span(text, s, e)
+    while s < e:
+        m = _END_TOKENS.search(text, s, e)
+        if m is None:
+            break
+        d.span("structural", m.start(), e)
+        s, e = _strip_span(text, s, m.start())
     if s >= e:
         return
     if text[s] in "{[":
