@@ -241,6 +241,25 @@ CASES = [
          "unclosed", "<think>", "warning", None),
     Case("unbalanced_think_reopened", "<think>\nA<think>\nB</think>\n<answer>4</answer>", "none", "unbalanced_think",
          "reopened", "<think>", "warning", None),
+    # ReAct text (format react)
+    Case("react_missing_input", "Thought: search it\nAction: bash\n", "react", "missing_action_input", "missing",
+         "Action: bash", "error", False),
+    Case("react_empty_input", "Action: bash\nAction Input:   \n", "react", "missing_action_input", "empty",
+         "Action Input:   ", "warning", False),
+    Case("react_multiple", "Action: bash\nAction Input: ls\nAction: bash\nAction Input: pwd", "react",
+         "multiple_actions", "several", "Action: bash\nAction Input: ls", "error", False),
+    Case("react_after_final", "Final Answer: 42\nAction: bash\nAction Input: ls", "react",
+         "action_after_final_answer", "after", "Final Answer: ", "error", False),
+    Case("react_observation", "Action: bash\nAction Input: ls\nObservation: a.txt", "react",
+         "model_written_observation", "after_action", "Observation: a.txt", "error", False),
+    Case("react_observation_alone", "Thought: done\nObservation: a.txt", "react", "model_written_observation",
+         "without_action", "Observation: a.txt", "warning", None),
+    Case("react_orphan_input", "Thought: Search\nAction Input: NBA", "react", "missing_call_open", "action_line",
+         "Action Input: NBA", "error", None),
+    Case("react_text_after", "Action: bash\nAction Input: ls\nThought: then I wait", "react", "text_after_call",
+         "into_input", "Thought: then I wait", "warning", True),
+    Case("react_unknown_param", 'Action: bash\nAction Input: {"comand": "ls"}', "react", "unknown_parameter",
+         "garbled", "comand", "warning", True),
 ]
 
 

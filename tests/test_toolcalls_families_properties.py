@@ -64,6 +64,23 @@ def ref_gpt_oss(text: str) -> list[tuple[str, dict[str, Any]]]:
         text, re.DOTALL)]
 
 
+def ref_react(text: str) -> list[tuple[str, Any]] | None:
+    """LangChain ``ReActSingleInputOutputParser``: the first ``Action: ... Action Input: ...`` (the input runs to the
+    end of the text), spaces and then quotes stripped; None (an error) when ``Final Answer:`` is also written. The
+    agent passes a JSON object input as the tool's keyword arguments, anything else as its single input."""
+    m = re.search(r"Action\s*\d*\s*:[\s]*(.*?)[\s]*Action\s*\d*\s*Input\s*\d*\s*:[\s]*(.*)", text, re.DOTALL)
+    if m is None:
+        return []
+    if "Final Answer:" in text:
+        return None
+    raw = m.group(2).strip(" ").strip('"')
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        obj = None
+    return [(m.group(1).strip(), obj if isinstance(obj, dict) else raw)]
+
+
 # -- generators -----------------------------------------------------------------------------------------------
 
 NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,14}", fullmatch=True)
@@ -169,20 +186,49 @@ def test_gpt_oss_well_formed(name: str, args: dict[str, Any], analysis: str, str
     check(text, "gpt_oss", ref, schema_of(name, args))
 
 
+@_S
+@given(name=NAMES, args=ARGS, thought=st.sampled_from(["", "Thought: I need a tool.\n", "I will look it up.\n"]),
+       as_json=st.booleans(), pretty=st.booleans(), text_input=SAFE_TEXT.filter(lambda s: s[0] not in '{["\''))
+def test_react_well_formed(name: str, args: dict[str, Any], thought: str, as_json: bool, pretty: bool,
+                           text_input: str) -> None:
+    given_input = dumps(args, pretty) if as_json else text_input
+    text = f"{thought}Action: {name}\nAction Input: {given_input}"
+    ref = ref_react(text)
+    assert ref is not None and len(ref) == 1
+    # a JSON input is checked against a schema of its members; a text input goes to a tool declared by name only
+    tools = schema_of(name, args) if as_json else [{"name": name, "description": "", "parameters": {
+        "type": "object", "properties": {}, "additionalProperties": True}}]
+    check(text, "react", ref, tools)
+
+
+@_S
+@given(name=NAMES, args=ARGS, extra=st.sampled_from(["\nFinal Answer: done", "\nAction: other\nAction Input: x"]))
+def test_react_what_langchain_rejects_is_malformed(name: str, args: dict[str, Any], extra: str) -> None:
+    text = f"Thought: go\nAction: {name}\nAction Input: {json.dumps(args)}{extra}"
+    ref = ref_react(text)
+    ta = check_text(text, tools=schema_of(name, args), tool_format="react")
+    assert ta.calls and all(c.status == "malformed" for c in ta.calls)
+    if ref is None:  # LangChain raises on an action with a final answer
+        assert "action_after_final_answer" in ta.calls[0].categories
+    else:  # it reads the second action into the first one's input
+        assert ref[0][1] != args and "multiple_actions" in ta.calls[0].categories
+
+
 FAMILY_TEXTS = [
     glm_text("get_weather", {"city": "Beijing", "days": 3}, "\n"),
     "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
     '{"city": "Beijing"}<|tool_call_end|><|tool_calls_section_end|>',
     '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Beijing"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
     '<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "B"}<|call|>',
+    'Thought: weather\nAction: get_weather\nAction Input: {"city": "Beijing"}\nObservation: sunny\nFinal Answer: sun',
 ]
 
 
 @settings(max_examples=150, deadline=None)
 @given(base=st.sampled_from(FAMILY_TEXTS), cut=st.integers(0, 200), ins=st.integers(0, 200),
        junk=st.sampled_from(["<", ">", "\n", "}", "{", "<|call|>", "</arg_value>", "<arg_key>", "<|tool_call_end|>",
-                             "<｜tool▁sep｜>", "to=", '"', "<tool_call>", ""]),
-       fmt=st.sampled_from(["glm45", "glm47", "kimi_k2", "deepseek_v31", "gpt_oss"]))
+                             "<｜tool▁sep｜>", "to=", '"', "<tool_call>", "\nAction:", "Action Input:", ""]),
+       fmt=st.sampled_from(["glm45", "glm47", "kimi_k2", "deepseek_v31", "gpt_oss", "react"]))
 def test_mutated_text_never_raises(base: str, cut: int, ins: int, junk: str, fmt: str) -> None:
     text = base[: min(cut, len(base))] + junk + base[min(cut, len(base)):]
     text = text[: max(ins, 1) * 3] if ins % 5 == 0 else text
@@ -193,7 +239,7 @@ def test_mutated_text_never_raises(base: str, cut: int, ins: int, junk: str, fmt
 
 
 @settings(max_examples=100, deadline=None)
-@given(text=st.text(max_size=300), fmt=st.sampled_from(["glm45", "glm47", "kimi_k2", "deepseek_v31", "gpt_oss"]))
+@given(text=st.text(max_size=300), fmt=st.sampled_from(["glm45", "glm47", "kimi_k2", "deepseek_v31", "gpt_oss", "react"]))
 def test_random_text_never_raises(text: str, fmt: str) -> None:
     ta = check_text(text, tool_format=fmt)
     assert not [f for f in ta.findings if f.category == "internal_error"]

@@ -7,7 +7,8 @@ in three variants:
 * ``renamed``: every declared tool gets a new name (``rules/hints.yaml`` ``ood.renames``, else its snake_case
   words reversed: ``search_web`` → ``web_search``), same call format;
 * ``reformatted``: same names, the tool block re-rendered for the other format (``qwen3_coder`` ↔ ``hermes``, or
-  any family with ``--ood-format``: glm45, glm47, kimi_k2, deepseek_v31, gpt_oss);
+  any family with ``--ood-format``: glm45, glm47, kimi_k2, deepseek_v31, gpt_oss, react -- LangChain's ReAct
+  instructions with ``name: description, args: {...}`` tool lines);
 * ``renamed+reformatted``: both.
 
 The system prompt keeps its own text; only its tool block (``# Tools`` header, ``<tools>`` list and the format
@@ -143,6 +144,16 @@ def _tool_typescript(tools: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def _tool_react(tools: list[dict[str, Any]]) -> str:
+    """The ReAct tool list as LangChain renders it with arguments: ``name: description, args: {properties}``."""
+    out = []
+    for t in tools:
+        props = (t.get("parameters") or {}).get("properties") or {}
+        desc = " ".join(str(t.get("description") or "").split())
+        out.append(f"{t['name']}: {desc}, args: {json.dumps(props, ensure_ascii=False)}")
+    return "\n".join(out)
+
+
 def render_system(rules: HintRules, own_text: str, tools: list[dict[str, Any]], fmt: str) -> str | None:
     blocks = (rules.ood or {}).get("tool_blocks") or {}
     tpl = blocks.get(fmt)
@@ -156,6 +167,8 @@ def render_system(rules: HintRules, own_text: str, tools: list[dict[str, Any]], 
             "tool_array": json.dumps([{"type": "function", "function": _ordered(t)} for t in tools], ensure_ascii=False),
             "tool_sections": _tool_sections(tools),
             "tool_typescript": _tool_typescript(tools),
+            "tool_react": _tool_react(tools),
+            "tool_names": ", ".join(str(t.get("name")) for t in tools),
             "system": own,
             "system_block": own + "\n\n" if own else "",
             "system_suffix": "\n\n" + own if own else "",

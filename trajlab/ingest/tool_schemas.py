@@ -16,7 +16,12 @@ Other families declare their tools elsewhere in the system block (call-formats.m
 * DeepSeek-V3.1: ``### NAME\nDescription: ...\n\nParameters: {json}`` per tool under ``## Tools`` (the model
   card's block), or one ``tojson`` line per tool;
 * gpt-oss (harmony): a TypeScript ``namespace functions { type NAME = (_: { p: string, q?: number }) => any; }`` in
-  the developer message (lossy: ``integer`` is rendered ``number``; string unions become enums).
+  the developer message (lossy: ``integer`` is rendered ``number``; string unions become enums);
+* ReAct agents: after "You have access to the following tools:" one ``name: description`` line per tool
+  (LangChain's rendering, optionally ``, args: {json}``; Qwen's ReAct prompt: ``... Parameters: [{"name",
+  "required", "schema"}] ...``) or one JSON schema per line, the ReAct paper's ``(1) Search[entity], which ...``
+  (one string parameter, named in the brackets), and the names in "Action: ... should be one of [a, b]"; a tool
+  listed by name only has open parameters (any arguments fit).
 
 Every schema is normalised to ``{"name", "description", "parameters"}`` (a JSON-schema object).
 """
@@ -33,11 +38,36 @@ from trajlab.errors import InputError, param
 
 _TOOLS_BLOCK = re.compile(r"<tools>\s*(.*?)\s*</tools>", re.DOTALL)
 
+#: the deepest nesting a tool schema may have (real schemas stay under ~20 levels; every schema walker, the
+#: JSON encoder and the type checks recurse, so a deeper one is refused before it reaches them)
+MAX_SCHEMA_DEPTH = 64
+
+
+def nesting_depth(obj: Any, limit: int = MAX_SCHEMA_DEPTH) -> int:
+    """How deeply ``obj`` nests lists and dicts (a scalar is 0), counted without recursion; stops counting at
+    ``limit + 1``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        node, d = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if d > deepest:
+            deepest = d
+            if deepest > limit:
+                return deepest
+        stack.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
+
 
 def normalise_tool(obj: Any) -> dict[str, Any] | None:
     """Normalise one OpenAI-style or bare tool schema; ``None`` if it is not a tool schema."""
-    if not isinstance(obj, dict):
-        return None
+    if not isinstance(obj, dict) or nesting_depth(obj) > MAX_SCHEMA_DEPTH:
+        return None  # (a schema nested deeper than any real one: read as no schema, not walked)
     if isinstance(obj.get("function"), dict):
         obj = obj["function"]
     name = obj.get("name")
@@ -69,7 +99,7 @@ def _json_lines(block: str) -> list[dict[str, Any]] | None:
             return tools or None
         try:
             obj, end = dec.raw_decode(block, i)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return tools or None
         items = obj if isinstance(obj, list) else [obj]
         for o in items:
@@ -162,7 +192,7 @@ def _kimi_tools(text: str) -> list[dict[str, Any]] | None:
         return None
     try:
         arr, _end = json.JSONDecoder().raw_decode(text, m.end())
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     return normalise_tools(arr)
 
@@ -173,7 +203,7 @@ def _deepseek_tools(text: str) -> list[dict[str, Any]] | None:
     for m in _DS_TOOL.finditer(text):
         try:
             params, _end = dec.raw_decode(text, m.end())
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         t = normalise_tool({"name": m.group(1).strip(), "description": (m.group(2) or "").strip(),
                             "parameters": params})
@@ -222,11 +252,99 @@ def _typescript_tools(text: str) -> list[dict[str, Any]] | None:
     return tools or None
 
 
-#: family system blocks tried when the prompt has no ``<tools>`` block: (literal, reader, tools_source)
+_REACT_HEADER = re.compile(r"(?:have access to|can use|may use|available tools|following tools)[^\n]*:[ \t]*\n", re.IGNORECASE)
+_REACT_END = re.compile(r"^[ \t]*(?:Use the following format|Question:|Thought:|Action:|Action Input:|Begin!|To use a tool)",
+                        re.MULTILINE)
+_REACT_LINE = re.compile(r"^[ \t]*(?:[-*•][ \t]*|\d+[.)][ \t]*)?`?([A-Za-z_][\w.\-]{0,63})`?(?:\([^)\n]*\))?[ \t]*:[ \t]*(.*)$")
+_REACT_ARGS = re.compile(r",?[ \t]*args:[ \t]*(?=\{)|[ \t]*Parameters:[ \t]*(?=\[)")
+_REACT_PAPER_TOOL = re.compile(r"\(\d+\)[ \t]*([A-Za-z_][\w.\-]{0,63})\[([A-Za-z_]\w{0,63})\][ \t]*,?[ \t]*([^\n]*)")
+_REACT_ONE_OF = re.compile(r"Action[ \t]*:[^\n]*?\bone of[ \t]*\[([^\]\n]*)\]")
+
+
+def _qwen_react_params(items: list[Any]) -> dict[str, Any]:
+    """Qwen's ReAct prompt lists parameters as ``[{"name", "description", "required", "schema"}]``."""
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for it in items:
+        if isinstance(it, dict) and isinstance(it.get("name"), str):
+            prop = dict(it["schema"]) if isinstance(it.get("schema"), dict) else {}
+            if isinstance(it.get("description"), str):
+                prop.setdefault("description", it["description"])
+            props[it["name"]] = prop
+            if it.get("required") is True:
+                required.append(it["name"])
+    return {"properties": props, "required": required} if props else {}
+
+
+def _react_tool(name: str, desc: str, params: Any = None) -> dict[str, Any]:
+    """A tool read from a ReAct prompt; without a schema its parameters are open (any arguments fit)."""
+    if isinstance(params, list):
+        params = _qwen_react_params(params)
+    if isinstance(params, dict) and params:
+        props = params.get("properties") if isinstance(params.get("properties"), dict) else params
+        schema: dict[str, Any] = {"type": "object", "properties": props}
+        if isinstance(params.get("required"), list):
+            schema["required"] = params["required"]
+        return {"name": name, "description": desc, "parameters": schema}
+    return {"name": name, "description": desc, "parameters": {"type": "object", "properties": {},
+                                                              "additionalProperties": True}}
+
+
+def _react_tools(text: str) -> list[dict[str, Any]] | None:
+    """The tool list of a ReAct prompt: after "You have access to the following tools:" one tool per line as
+    ``name: description`` (LangChain's rendering, optionally ``, args: {json}``), one JSON schema per line, or
+    both; plus the names of "Action: ... should be one of [a, b]" (tools with open parameters)."""
+    if "Observation" not in text and "Action Input" not in text:
+        return None  # (a ReAct prompt teaches the Observation or the Action Input step)
+    tools: dict[str, dict[str, Any]] = {}
+    dec = json.JSONDecoder()
+    for hm in _REACT_HEADER.finditer(text):
+        em = _REACT_END.search(text, hm.end())
+        block = text[hm.end():em.start() if em else len(text)]
+        for line in block.splitlines():
+            stripped = line.strip()
+            if not stripped:
+                continue
+            if stripped[0] in "{[":
+                found = _json_lines(stripped)
+                for t in found or ():
+                    tools.setdefault(t["name"], t)
+                continue
+            m = _REACT_LINE.match(line)
+            if m is None:
+                continue
+            desc, params = m.group(2).strip(), None
+            am = _REACT_ARGS.search(desc)
+            if am is not None:
+                try:
+                    params, _end = dec.raw_decode(desc, am.end())
+                except (json.JSONDecodeError, RecursionError):
+                    params = None
+                if isinstance(params, (dict, list)) and nesting_depth(params) > MAX_SCHEMA_DEPTH:
+                    params = None
+                desc = desc[:am.start()].strip()
+            tools.setdefault(m.group(1), _react_tool(m.group(1), desc, params))
+        if tools:
+            break
+    for pm in _REACT_PAPER_TOOL.finditer(text):  # the ReAct paper's "(1) Search[entity], which searches ..."
+        tools.setdefault(pm.group(1), _react_tool(pm.group(1), pm.group(3).strip(), {
+            "properties": {pm.group(2): {"type": "string"}}, "required": [pm.group(2)]}))
+    om = _REACT_ONE_OF.search(text)
+    if om is not None:
+        for raw in om.group(1).split(","):
+            nm = raw.strip().strip("'\"` ")
+            if nm and re.fullmatch(r"[A-Za-z_][\w.\-]{0,63}", nm):
+                tools.setdefault(nm, _react_tool(nm, ""))
+    return list(tools.values()) or None
+
+
+#: family system blocks tried when the prompt has no ``<tools>`` block: (literal, reader, tools_source); the
+#: ReAct list last (its literal is plain text another family's prompt may quote)
 _FAMILY_BLOCKS = (
     ("tool_declare", _kimi_tools, "prompt_kimi"),
     ("namespace functions {", _typescript_tools, "prompt_typescript"),
     ("Parameters:", _deepseek_tools, "prompt_deepseek"),
+    ("Action", _react_tools, "prompt_react"),
 )
 
 
@@ -238,6 +356,17 @@ def _family_tools(input_text: str) -> tuple[str | None, str | None]:
             if tools:
                 return json.dumps(tools, ensure_ascii=False, sort_keys=True), src
     return None, None
+
+
+#: a prompt that declares tools (in any form): the ReAct and family phrasings, a ``<tools>`` / ``<functions>`` block,
+#: a ``# Tools`` heading, OpenAI ``"type": "function"`` objects, Mistral's ``[AVAILABLE_TOOLS]``. A trajectory whose
+#: prompt matches while no format and no schema was read declares its tools in a form trajlab does not read (the
+#: scan summary says so). Valid as a Python and a Rust (polars) regex.
+DECLARES_TOOLS_PATTERN = (
+    r"(?im)(?:you have access to (?:the following |these )?(?:tools|functions|apis)|"
+    r"(?:available|following) (?:tools|functions)[ \t]*:|<tools>|<functions>|^#{1,3} ?tools[ \t]*$|"
+    r"\"type\"[ \t]*:[ \t]*\"function\"|\[AVAILABLE_TOOLS\])"
+)
 
 
 def tools_from_prompt(input_text: str) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -256,6 +385,11 @@ def tools_from_prompt(input_text: str) -> tuple[list[dict[str, Any]] | None, str
         return None, None
     js, src = _tools_from_block(m.group(1))
     return (json.loads(js) if js else None), src
+
+
+def _too_deep(p: Path) -> InputError:
+    return InputError(f"{param('tools')} file {p} nests lists or objects more than {MAX_SCHEMA_DEPTH} levels deep, "
+                      "deeper than any tool schema: pass the file of the run's tool schemas")
 
 
 def load_tools_file(path: str | Path) -> list[dict[str, Any]]:
@@ -278,11 +412,17 @@ def load_tools_file(path: str | Path) -> list[dict[str, Any]]:
             data = yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise InputError(f"{param('tools')} file {p} is not valid YAML: {e}") from None
+        except RecursionError:
+            raise _too_deep(p) from None
     else:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise InputError(f"{param('tools')} file {p} is not valid JSON (line {e.lineno}: {e.msg})") from None
+        except RecursionError:
+            raise _too_deep(p) from None
+    if nesting_depth(data, MAX_SCHEMA_DEPTH + 3) > MAX_SCHEMA_DEPTH + 3:  # (+3: the list, the verl config's wrappers)
+        raise _too_deep(p)
     if isinstance(data, dict) and isinstance(data.get("tools"), list):
         items = [t.get("tool_schema", t) if isinstance(t, dict) else t for t in data["tools"]]
     elif isinstance(data, list):

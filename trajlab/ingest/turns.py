@@ -20,7 +20,13 @@ recognised with and without its special tokens kept by the decode:
   ``<|im_assistant|>assistant<|im_middle|>``; stripped: ``tool## Return of ...assistant``;
 * DeepSeek-V3.1: ``<｜tool▁output▁begin｜>...<｜tool▁output▁end｜>`` (ordinary tokens), no assistant header after it;
 * gpt-oss (harmony): ``<|start|>functions.NAME to=assistant<|channel|>commentary<|message|>...<|end|>`` then
-  ``<|start|>assistant``; stripped: ``functions.NAME to=assistantcommentary...assistant`` before the next channel.
+  ``<|start|>assistant``; stripped: ``functions.NAME to=assistantcommentary...assistant`` before the next channel;
+* ReAct agents: the environment's ``Observation: ...`` as a user message (``user\nObservation: ...`` up to the
+  next ``assistant`` header), or appended inline after the Action Input up to the model's next step (a line
+  starting ``Thought:``, ``Action:`` or ``Final Answer:``). An ``Observation:`` with no model step after it is
+  left in the model's turn, where the classifier reports it as written by the model (``model_written_observation``):
+  an agent loop ends a rollout after a model turn, not after a tool result. Only outputs that hold ``Action Input``
+  (or the paper's ``Action 1: Search[...]``) are split this way.
 
 The family is recognised from the output itself (its wrapper's literal), so ingest needs no format; stripped
 wrappers are delimited heuristically (by the next ``assistant`` header a turn can start with).
@@ -67,6 +73,9 @@ def _block_end(output: str, pos: int) -> int | None:
         pos = j + 16
 
 
+#: a ReAct step the model writes after an observation (a line that starts Thought:, Action: or Final Answer:)
+_REACT_STEP = r"[ \t]*(?:Thought|Action|Final[ \t]+Answer)[ \t]*\d*[ \t]*:"
+
 #: (family, literal every block contains, regex of one whole tool block), in the order they are tried; a block runs
 #: from the end of an assistant turn to the start of the next one (the next turn's header included)
 FAMILY_WRAPPERS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
@@ -86,7 +95,16 @@ FAMILY_WRAPPERS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("glm", "<tool_response>", re.compile(
         r"(?:<\|observation\|>)?(?:[ \t\r\n]*<tool_response>.*?(?:</tool_response>|\Z))+(?:<\|assistant\|>)?",
         re.DOTALL)),
+    ("react", "user\nObservation", re.compile(
+        r"(?:<\|im_end\|>)?\n?(?:<\|im_start\|>)?user\nObservation[ \t]*\d*[ \t]*:.*?"
+        r"(?:(?:<\|im_end\|>)?\n(?:<\|im_start\|>)?assistant\n|\Z)", re.DOTALL)),
+    ("react", "\nObservation", re.compile(
+        rf"(?<=\n)Observation[ \t]*\d*[ \t]*:(?:(?!\n{_REACT_STEP}).)*\n(?={_REACT_STEP})", re.DOTALL)),
 )
+
+#: families whose wrapper is plain text another output may hold: split only where the output also writes a ReAct
+#: action (an ``Action Input:`` line, or the paper's ``Action 1: Search[...]``)
+WRAPPER_REQUIRES = {"react": re.compile(r"(?m)^[ \t]*Action[ \t]*\d*[ \t]*(?:Input[ \t]*\d*[ \t]*:|:[ \t]*[A-Za-z_][\w.\-]*\[)")}
 
 
 def _split_family(output: str, block: re.Pattern[str]) -> list[Turn]:
@@ -114,8 +132,9 @@ def split_turns(output: str) -> list[Turn]:
     """
     n = len(output)
     if "<tool_response>" not in output or _ANCHOR not in output:
-        for _fam, lit, block in FAMILY_WRAPPERS:
-            if lit in output:
+        for fam, lit, block in FAMILY_WRAPPERS:
+            req = WRAPPER_REQUIRES.get(fam)
+            if lit in output and (req is None or req.search(output) is not None):
                 return _split_family(output, block)
         return [Turn(0, "assistant", output, 0, n)]
     turns: list[Turn] = []

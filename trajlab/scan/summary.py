@@ -54,6 +54,8 @@ class ScanSummary:
     grouping: list[dict[str, Any]] = field(default_factory=list)
     #: per file: which engine read it and why the columnar engine did not (``file``, ``engine``, ``fallback``)
     engines: list[dict[str, Any]] = field(default_factory=list)
+    #: trajectories whose prompt declares tools in a form no call format reads (format none, no schema read)
+    unread_tool_declarations: int = 0
     elapsed_s: float = 0.0
     #: the verl reward plugin's keys found in the dumps (:func:`trajlab.verl.readback.plugin_summary`), or None
     reward_plugin: dict[str, Any] | None = None
@@ -108,6 +110,7 @@ def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float,
     s.malformed_rate = s.malformed_calls / s.calls if s.calls else None
     s.final_answer_rate = traj["far"]
     s.schema_checked_rate = traj["sc"]
+    s.unread_tool_declarations = unread_tool_declarations(out)
     cats = (
         pl.scan_parquet(table_path(out, "calls"))
         .filter(pl.col("status") == "malformed")
@@ -152,6 +155,24 @@ def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float,
     s.reward_plugin = plugin_summary(out)
     s.elapsed_s = round(elapsed, 3)
     return s
+
+
+def unread_tool_declarations(out: Path) -> int:
+    """How many trajectories in ``out`` declare tools in their prompt in a form trajlab does not read: no call
+    format detected, no schema read, and the prompt matches
+    :data:`~trajlab.ingest.tool_schemas.DECLARES_TOOLS_PATTERN`."""
+    import polars as pl
+
+    from trajlab.ingest.tool_schemas import DECLARES_TOOLS_PATTERN
+
+    return int(
+        pl.scan_parquet(table_path(out, "trajectories"))
+        .filter((pl.col("tool_format") == "none") & ~pl.col("schema_checked")
+                & pl.col("input").str.contains(DECLARES_TOOLS_PATTERN))
+        .select(pl.len())
+        .collect()
+        .item()
+    )
 
 
 def file_engine(stats: list[dict[str, Any]]) -> dict[str, Any]:

@@ -161,6 +161,11 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
             "schema checks",
             Text(f"skipped for {1 - s.schema_checked_rate:.0%} of trajectories (no tool schema: pass --tools FILE)", style="yellow"),
         )
+    unread = getattr(s, "unread_tool_declarations", 0)
+    if unread:
+        head.add_row("tool declarations", Text(
+            f"{unread:,} trajector{'ies' if unread != 1 else 'y'} whose prompt declares tools in a form no call "
+            "format reads (pass --tools FILE, and --tool-format if the calls use a known format)", style="yellow"))
     engines = getattr(s, "engines", None)
     if engines:
         n: dict[str, int] = {}

@@ -242,8 +242,28 @@ def _closed_reading(text: str, fmt: str, index: ToolIndex, rs: RuleSet, tools: A
     """The turn read as verl's regexes read closed calls (:func:`.qwen3_coder.values.closed_reading`), when that
     reading is clean -- every call declared, complete and well-typed, no error or warning -- and the tag text it
     puts inside values is not a parameter the call leaves out (that is a ``</parameter>`` the model forgot):
-    (calls, findings, spans, drafts); None when the scanner's reading stands."""
-    drafts = closed_reading(text, 0, len(text))
+    (calls, findings, spans, drafts); None when the scanner's reading stands. When verl's reading is not clean,
+    the schema-guided one is tried: a ``<parameter=X>`` inside a value whose tool does not declare X is text
+    (with the ``</parameter>`` that closes it), as vLLM reads it; verl's own reading is still what
+    ``verl_executes`` reports, so where the two differ the call says so."""
+    alt = _clean_reading(text, fmt, index, rs, tools, repair, ctx, want_spans, closed_reading(text, 0, len(text)))
+    if alt is None:
+        alt = _clean_reading(text, fmt, index, rs, tools, repair, ctx, want_spans,
+                             closed_reading(text, 0, len(text), lambda name: _closed_names(index, name)))
+    return alt
+
+
+def _closed_names(index: ToolIndex, name: str) -> frozenset[str] | None:
+    """The parameters tool ``name`` declares; None when it is undeclared or takes any parameter."""
+    tool = index.tools.get(name)
+    if tool is None or tool.open_properties:
+        return None
+    return frozenset(tool.properties)
+
+
+def _clean_reading(text: str, fmt: str, index: ToolIndex, rs: RuleSet, tools: Any, repair: bool,
+                   ctx: TurnContext, want_spans: bool,
+                   drafts: list[CallDraft] | None) -> tuple[Any, Any, Any, Any] | None:
     if drafts is None or not any(d.literals for d in drafts):
         return None  # (without tag text inside a value the two readings do not differ in what matters here)
     for d in drafts:

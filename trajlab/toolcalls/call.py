@@ -31,7 +31,7 @@ def finish_call(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | No
     tool = index.tools.get(matched) if index is not None and matched is not None else None
     props = tool.intended if tool is not None else {}
     renames: dict[str, str] = {}
-    args = call_arguments(d, props)
+    args = call_arguments(d, props, tool.required if tool is not None else ())
     if tool is not None and args is not None:
         renames = check_params(d, tool, rs, args)
     verdict, mine = verl_verdict(d, args, vcalls)

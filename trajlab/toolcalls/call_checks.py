@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, snip
-from trajlab.toolcalls.formats import FORMATS, JSON_ARGUMENT_FORMATS
+from trajlab.toolcalls.formats import FORMATS, JSON_ARGUMENT_FORMATS, TEXT_INPUT_FORMATS
 from trajlab.toolcalls.names import match_name
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex
@@ -70,11 +70,13 @@ def _list(names: tuple[str, ...] | None, limit: int = 12) -> str:
     return shown + (f", … ({len(names)} in all)" if len(names) > limit else "")
 
 
-def call_arguments(d: CallDraft, props: dict[str, Any]) -> Any:
+def call_arguments(d: CallDraft, props: dict[str, Any], required: tuple[str, ...] = ()) -> Any:
     if d.json_args is MISSING and (d.fmt == "hermes" or d.fmt in JSON_ARGUMENT_FORMATS):
         return None  # the JSON did not decode: no arguments
     if d.json_args is not MISSING:
         a = d.json_args
+        if isinstance(a, str) and d.fmt in TEXT_INPUT_FORMATS:  # (react: a plain-text Action Input)
+            return FORMATS[d.fmt].text_arguments(a, props, required)
         if isinstance(a, dict) and d.coerce_strings and props:
             return {k: (intended_value(v, k, props) if isinstance(v, str) else v) for k, v in a.items()}
         return a if a is not MISSING else None
@@ -96,6 +98,11 @@ def check_params(d: CallDraft, tool: Any, rs: RuleSet, args: Any) -> dict[str, s
     fs, fe = (d.name_start, d.name_end) if d.name_start >= 0 else (d.start, d.end)
     renames: dict[str, str] = {}
     if not isinstance(args, dict) and not d.params:
+        if isinstance(args, str) and d.fmt in TEXT_INPUT_FORMATS and (tool.required or len(props) > 1):
+            # a plain-text input to a tool whose schema does not say which parameter it fills
+            d.add("invalid_arguments", "text_input", d.start, d.end, problem="gives a plain-text input",
+                  function=tool.name, declared=_list(tuple(props)),
+                  blocker="which parameter the text was meant for is a guess")
         return renames
     seen: dict[str, list[Any]] = {}
     for p in d.params:

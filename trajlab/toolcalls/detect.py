@@ -6,7 +6,8 @@ The prompt's instructions decide first (the Qwen3.5/3.6/Qwen3-Coder block with
 DeepSeek-V3.1 tool-use block, gpt-oss's ``namespace functions {``; markers are data in
 ``rules/formats/<format>.yaml``), then how the tools are rendered (Qwen3-Coder's XML tool list, Kimi's
 ``tool_declare`` array, DeepSeek's ``### NAME`` blocks, harmony's TypeScript namespace), then what the output
-itself contains.
+itself contains. ReAct instructions (``Action:`` / ``Action Input:``, plain text a prompt may merely quote) count
+only when no family's instructions or tool block are in the prompt (:data:`FALLBACK_FORMATS`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from trajlab.toolcalls.ruleset import get_ruleset
 #: the format a tool-list rendering implies (``tools_source`` of :func:`trajlab.ingest.tool_schemas.tools_from_prompt`)
 SOURCE_FORMATS = {"prompt_xml": "qwen3_coder", "prompt_kimi": "kimi_k2", "prompt_deepseek": "deepseek_v31",
                   "prompt_typescript": "gpt_oss"}
+#: formats whose instructions are plain text a prompt may merely quote (ReAct's "Action Input:"): their markers
+#: count only when no other family's instructions or tool block are in the prompt
+FALLBACK_FORMATS: tuple[str, ...] = ("react",)
+_REACT_ACTION = re.compile(r"(?:^|\n)[ \t]*Action[ \t]*\d*[ \t]*:")
 _NO_SUFFIX = re.compile(r"\bONLY\s+reply\b[^\n]{0,200}?\bNO\s+suffix", re.IGNORECASE)
 
 
@@ -34,7 +39,7 @@ def detect_tool_format(input_text: str, output_text: str = "", *, tools_source: 
     text = input_text or ""
     best, best_pos = "none", -1
     for name, markers in rs.prompt_markers.items():
-        if name not in FORMATS:
+        if name not in FORMATS or name in FALLBACK_FORMATS:
             continue
         for m in markers:
             pos = text.rfind(m)
@@ -44,7 +49,15 @@ def detect_tool_format(input_text: str, output_text: str = "", *, tools_source: 
         return best
     if tools_source in SOURCE_FORMATS:
         return SOURCE_FORMATS[tools_source]
+    for name in FALLBACK_FORMATS:  # plain-text instructions (ReAct): only where no family's own block is written
+        if any(m in text for m in rs.prompt_markers.get(name, ())) and _react_prompt(text):
+            return name
     return detect_output_format(output_text or "", rs) if output_text else "none"
+
+
+def _react_prompt(text: str) -> bool:
+    """Whether the prompt teaches the ReAct steps: an ``Action:`` line as well as the ``Action Input:`` marker."""
+    return _REACT_ACTION.search(text) is not None
 
 
 def prompt_forbids_suffix(input_text: str) -> bool:

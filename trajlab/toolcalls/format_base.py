@@ -20,12 +20,15 @@ class ToolFormat:
 
     * ``json_arguments``: the arguments are one JSON object (``kimi_k2``, ``deepseek_v31``, ``gpt_oss``): a body
       that does not decode gives no arguments;
-    * ``family``: the model family, shown by ``trajlab rules list`` and the generated categories reference's format table.
+    * ``family``: the model family, shown by ``trajlab rules list`` and the generated categories reference's format table;
+    * ``text_input``: a call may give its arguments as plain text (``react``'s ``Action Input``): a draft whose
+      ``json_args`` is a string is read by :meth:`text_arguments`.
     """
 
     name: str = ""
     json_arguments: bool = False
     family: str = ""
+    text_input: bool = False
 
     def find_calls(
         self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]], spans: bool = True,
@@ -48,6 +51,10 @@ class ToolFormat:
     def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
         """Like :meth:`render` from raw string values (kept verbatim where the format allows it)."""
         return self.render(name, dict(params))
+
+    def text_arguments(self, text: str, props: dict[str, Any], required: tuple[str, ...] = ()) -> Any:
+        """The arguments a plain-text input stands for under the tool's properties (``text_input`` formats)."""
+        return text
 
     def check_value(self, written: str, value: Any, prop: Any) -> Any:
         """A format's own type check of one value written as ``written`` and converted to ``value``

@@ -12,8 +12,9 @@ from importlib import import_module
 
 from trajlab.toolcalls.format_base import ToolFormat
 
-#: the format modules, in detection order (qwen3_coder before hermes: `<function=` is the sharper marker)
-FORMAT_MODULES: tuple[str, ...] = ("qwen3_coder", "hermes", "glm", "kimi_k2", "deepseek_v31", "gpt_oss")
+#: the format modules, in detection order (qwen3_coder before hermes: `<function=` is the sharper marker; react,
+#: plain text, last: it never takes a trajectory another family's markup claims)
+FORMAT_MODULES: tuple[str, ...] = ("qwen3_coder", "hermes", "glm", "kimi_k2", "deepseek_v31", "gpt_oss", "react")
 
 
 def _load() -> dict[str, ToolFormat]:
@@ -32,4 +33,7 @@ KNOWN_FORMATS: tuple[str, ...] = tuple(FORMATS)
 #: formats whose arguments are one JSON object (undecodable JSON = no arguments)
 JSON_ARGUMENT_FORMATS: frozenset[str] = frozenset(n for n, f in FORMATS.items() if f.json_arguments)
 
-__all__ = ["FORMATS", "FORMAT_MODULES", "JSON_ARGUMENT_FORMATS", "KNOWN_FORMATS", "ToolFormat"]
+#: formats whose calls may give their arguments as plain text (react's Action Input)
+TEXT_INPUT_FORMATS: frozenset[str] = frozenset(n for n, f in FORMATS.items() if f.text_input)
+
+__all__ = ["FORMATS", "FORMAT_MODULES", "JSON_ARGUMENT_FORMATS", "KNOWN_FORMATS", "TEXT_INPUT_FORMATS", "ToolFormat"]

@@ -14,6 +14,7 @@ from trajlab.model import Finding, TurnContext
 from trajlab.toolcalls.draft import MISSING, CallDraft, Issue, snip
 from trajlab.toolcalls.fastpath import FastTurn
 from trajlab.toolcalls.findings import BAD_SEVERITIES, issue_finding
+from trajlab.toolcalls.formats import TEXT_INPUT_FORMATS
 from trajlab.toolcalls.repair import Reclassify, repair_call
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex
@@ -43,6 +44,13 @@ def turn_facts(text: str, drafts: list[CallDraft], think: list[tuple[int, int, i
     if outside:
         last = outside[0] if len(outside) == 1 else max(outside, key=lambda d: d.end)
         tail_issue = _text_after(text, last.end, think, ctx)
+        if tail_issue is not None and last.fmt in TEXT_INPUT_FORMATS:
+            # react: the parser reads the rest of the turn as the input; what the tail is (an invented observation,
+            # a final answer, another action) is reported as such
+            if any(i.category in _REACT_TAIL for i in last.issues):
+                tail_issue = None
+            elif tail_issue.variant == "allowed":
+                tail_issue.variant = "into_input"
         if tail_issue is not None:
             last.issues.append(tail_issue)
 
@@ -76,6 +84,11 @@ def after_canonical(text: str, fast: FastTurn, think: list[tuple[int, int, int, 
                 d, [f], text, fmt, name, {}, tool.intended if tool is not None else {}, tools, index, rs,
                 reclassify, recheck=None if again is MISSING else (1, again, []))
     return [f]
+
+
+#: react issues that already name the text after the action
+_REACT_TAIL = frozenset({"model_written_observation", "action_after_final_answer", "multiple_actions",
+                         "missing_action_input"})
 
 
 def _text_after(text: str, end: int, think: list[tuple[int, int, int, int, int, int]], ctx: TurnContext) -> Issue | None:

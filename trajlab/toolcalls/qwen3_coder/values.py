@@ -10,6 +10,7 @@ keep tag text inside values; the turn pipeline weighs the two.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Collection
 
 from trajlab.toolcalls.draft import CallDraft, ParamDraft
 from trajlab.toolcalls.qwen3_coder.lexer import CC, CO, FC, FO, PC, PO, TAG_AT, TAG_RE, Tok
@@ -223,12 +224,56 @@ _FUNCTION = re.compile(r"\s*<function=([^>]*)>(.*?)</function>\s*", re.DOTALL)
 _PARAMETER = re.compile(r"\s*<parameter=([^>]*)>(.*?)</parameter>", re.DOTALL)
 
 
-def closed_reading(text: str, lo: int, hi: int) -> list[CallDraft] | None:
+_PARAM_TAG = re.compile(r"<parameter=([^<>\n]*)>|</parameter>")
+
+
+def _schema_params(text: str, p: int, end: int, declared: Collection[str]) -> list[tuple[int, int, int, int]] | None:
+    """The parameters of the function body ``text[p:end]`` read with the schema: a ``<parameter=X>`` inside a value
+    whose name the tool does not declare is text of the value (as vLLM's schema-aware qwen3_coder reading takes
+    it), and so is the ``</parameter>`` that closes it; a declared X ends the value (it starts a parameter). Returns
+    (name start, name end, body start, closer start) per parameter, or None when the body is not a sequence of
+    parameters closed this way."""
+    out: list[tuple[int, int, int, int]] = []
+    pos = p
+    while True:
+        while pos < end and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= end:
+            return out
+        m = _PARAM_TAG.match(text, pos, end)
+        if m is None or m.group(1) is None:
+            return None
+        depth, close, last = 0, -1, -1
+        for t in _PARAM_TAG.finditer(text, m.end(), end):
+            if t.group(1) is not None:
+                if t.group(1) in declared:
+                    break  # a declared parameter starts here
+                depth += 1
+            elif depth == 0:
+                close = t.start()
+                break
+            else:
+                depth -= 1
+                last = t.start()
+        if close < 0:
+            close = last  # the value's own `</parameter>` is the last one written before the boundary
+        if close < 0:
+            return None
+        out.append((m.start(1), m.end(1), m.end(), close))
+        pos = close + len("</parameter>")
+
+
+def closed_reading(text: str, lo: int, hi: int,
+                   declared: Callable[[str], Collection[str] | None] | None = None) -> list[CallDraft] | None:
     """The calls of ``text[lo:hi]`` read the way verl's regexes read closed calls -- each ``<tool_call>`` block up
     to the first ``</tool_call>``, one ``<function=NAME>`` up to the first ``</function>``, each parameter up to
     the first ``</parameter>`` -- so that tag text verl reads as part of a value is kept there. None unless every
     call in the range is closed that way with nothing but whitespace between its tags (and no tag between the
-    calls). :mod:`.analyze` weighs it against the scanner's reading (the fewer errors win)."""
+    calls). :mod:`.analyze` weighs it against the scanner's reading (the fewer errors win).
+
+    ``declared`` (a tool name -> its declared parameter names, None when unknown or open) asks for the
+    schema-guided reading instead (:func:`_schema_params`): a ``<parameter=X>`` inside a value where the tool does
+    not declare X is text of the value; None when a call's tool has no closed schema."""
     out: list[CallDraft] = []
     pos = lo
     for bm in _BLOCK.finditer(text, lo, hi):
@@ -242,29 +287,42 @@ def closed_reading(text: str, lo: int, hi: int) -> list[CallDraft] | None:
         d.span("function_name", fm.start(1), fm.end(1))
         p, end = fm.start(2), fm.end(2)
         q = fm.end(1) + 1
+        guided = None
+        if declared is not None:
+            names = declared(fm.group(1))
+            guided = _schema_params(text, p, end, names) if names is not None else None
+            if guided is None:
+                return None
         while p < end:
-            pm = _PARAMETER.match(text, p, end)
-            if pm is None:
-                if text[p:end].strip():
-                    return None
-                break
-            a, b = pm.start(2), pm.end(2)
+            if guided is not None:
+                if not guided:
+                    break
+                ns, ne, a, b = guided.pop(0)
+                pname, pstart, pend, after = text[ns:ne], ns, ne, b + len("</parameter>")
+            else:
+                pm = _PARAMETER.match(text, p, end)
+                if pm is None:
+                    if text[p:end].strip():
+                        return None
+                    break
+                a, b = pm.start(2), pm.end(2)
+                pname, pstart, pend, after = pm.group(1), pm.start(1), pm.end(1), pm.end()
             if text.startswith("\n", a, b):
                 a += 1
             if b > a and text[b - 1] == "\n":
                 b -= 1
-            d.span("structural", q, pm.start(1))
-            d.span("param_name", pm.start(1), pm.end(1))
-            d.span("structural", pm.end(1), a)
+            d.span("structural", q, pstart)
+            d.span("param_name", pstart, pend)
+            d.span("structural", pend, a)
             d.span("param_value", a, b)
-            d.params.append(ParamDraft(pm.group(1), pm.start(1), pm.end(1), text[a:b], None, a, b))
+            d.params.append(ParamDraft(pname, pstart, pend, text[a:b], None, a, b))
             for tm in TAG_AT.finditer(text, a, b):
                 m = TAG_RE.match(text, tm.start(), b)
                 if d.literals is None:
                     d.literals = []
                 d.literals.append((tm.start(), m.end() if m is not None else tm.start() + 1))
             q = b
-            p = pm.end()
+            p = after
         d.span("structural", q, bm.end())
         out.append(d)
         pos = bm.end()
