@@ -1,0 +1,70 @@
+"""Text from exact token ids: the tokenizer that decodes a source's ids, loaded lazily and once per process.
+
+Sources that log token ids (NeMo-RL train data, verl rollout traces) are read as ids; their text is decoded
+here with special tokens kept, segment by segment, so each turn's text is exactly what its ids spell. The
+tokenizer is ``auto`` (the offline Qwen3.5/3.6 tokenizer of :mod:`trajlab.rescore.qwen_tokenizers`, then the
+Qwen3 one, whichever fits the ids and the logged text) or what ``--tokenizer`` names (a directory or an alias
+of :func:`trajlab.rescore.tokenizers.load_tokenizer`). ``tokenizers``/``transformers`` are imported here, in
+the functions, only when such a source is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from trajlab.errors import TrajlabError
+
+#: what ``auto`` tries, in order: every real tokenizer trajlab has offline
+AUTO_CANDIDATES: tuple[str, ...] = ("qwen3.5", "qwen3")
+
+
+@lru_cache(maxsize=8)
+def load(name: str) -> Any:
+    """The tokenizer ``name`` (an alias or a directory), loaded once per process; raises :class:`TrajlabError`
+    (with a fix) when it cannot be loaded."""
+    from trajlab.rescore.tokenizers import load_tokenizer
+
+    return load_tokenizer(name)
+
+
+def _fits(tok: Any, ids: Sequence[int], text: str | None) -> bool:
+    """Whether ``tok`` can be the tokenizer of ``ids``: every id in its vocabulary and, when the source logged
+    the text of the same ids, the decode reproduces it."""
+    if not ids:
+        return True
+    if max(ids) >= len(tok) or min(ids) < 0:
+        return False
+    return text is None or tok.decode(list(ids), skip_special_tokens=False) == text
+
+
+def pick(name: str | None, ids: Sequence[int], text: str | None) -> tuple[Any, str]:
+    """The tokenizer to decode ``ids`` with and its name: ``name`` when given (``None``/``auto``: the first of
+    :data:`AUTO_CANDIDATES` that fits ``ids`` and the logged ``text`` of them, when there is one).
+
+    Raises :class:`TrajlabError` when none fits (the message says how to pass one)."""
+    if name not in (None, "", "auto"):
+        return load(name), name
+    tried = []
+    for cand in AUTO_CANDIDATES:
+        try:
+            tok = load(cand)
+        except TrajlabError as e:
+            tried.append(f"{cand}: {e}")
+            continue
+        if _fits(tok, ids, text):
+            return tok, cand
+        tried.append(f"{cand}: does not reproduce the logged text")
+    raise TrajlabError("no built-in tokenizer fits these token ids (" + "; ".join(tried) + ")",
+                       hint="pass --tokenizer DIR (the policy's tokenizer directory)")
+
+
+def decode_segments(tok: Any, ids: Sequence[int], bounds: Sequence[tuple[int, int]]) -> list[str]:
+    """The text of each ``[start, end)`` range of ``ids``, special tokens kept."""
+    return [tok.decode(list(ids[s:e]), skip_special_tokens=False) for s, e in bounds]
+
+
+def token_strings(tok: Any, ids: Sequence[int]) -> list[str]:
+    """Each id decoded alone (special tokens kept; a piece of a multi-byte character reads as U+FFFD)."""
+    return list(tok.batch_decode([[i] for i in ids], skip_special_tokens=False))
