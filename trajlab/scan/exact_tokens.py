@@ -9,9 +9,12 @@ and rule packs). Sources without exact tokens (verl's text dumps) have no rows h
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trajlab.model import ExactTokens
+from trajlab.model import ExactTokens, RawTrajectory
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trajlab.trajectory import TrajectoryAnalysis
 
 
 @lru_cache(maxsize=32)
@@ -57,4 +60,35 @@ def generated_environment(tokens: ExactTokens, rules_dirs: tuple[str, ...] = ())
     for k, (tid, gen) in enumerate(zip(tokens.ids, tokens.generated, strict=True)):
         if gen and tid in env and tokens.turn[k] not in out:
             out[tokens.turn[k]] = k
+    return out
+
+
+def fabricated_findings(traj_id: str, rec: RawTrajectory, an: TrajectoryAnalysis,
+                        rules_dirs: tuple[str, ...] = ()) -> list[tuple[Any, ...]]:
+    """``findings`` rows (the table's column order) for the generated turns in which the policy sampled an
+    environment token that the text classifier did not already report as ``fabricated_tool_response`` (for
+    instance a role header with no call before it): the exact tokens make it certain."""
+    assert rec.tokens is not None
+    from trajlab.toolcalls.ruleset import get_ruleset
+
+    found = generated_environment(rec.tokens, rules_dirs)
+    if not found:
+        return []
+    reported = {t.index for t, ta in an.turns
+                if ta is not None and any(f.category == "fabricated_tool_response" for f in ta.findings)}
+    rs = get_ruleset(rules_dirs)
+    fmt = an.tool_format if an.tool_format else "none"
+    out: list[tuple[Any, ...]] = []
+    for turn_index, pos in sorted(found.items()):
+        if turn_index in reported or not 0 <= turn_index < len(rec.turns):
+            continue
+        turn = rec.turns[turn_index]
+        marker = rec.tokens.text[pos]
+        at = turn.text.find(marker)
+        start = turn.char_start + max(at, 0)
+        params = {"marker": marker, "position": pos, "text": marker}
+        out.append((traj_id, turn_index, None, rec.step, rec.split, "fabricated_tool_response",
+                    rs.severity("fabricated_tool_response", "generated_tokens", fmt), start, turn.char_end,
+                    rs.message("fabricated_tool_response", "generated_tokens", params),
+                    f"{fmt}/fabricated_tool_response/generated_tokens"))
     return out
