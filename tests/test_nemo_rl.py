@@ -242,3 +242,22 @@ def test_fabricated_in_verl_tool_record(tmp_path: Path) -> None:
     f = pl.read_parquet(out / "findings.parquet").filter(pl.col("category") == "fabricated_tool_response")
     assert f["rule_id"].to_list() == ["qwen3_coder/fabricated_tool_response/response_tag"]
     assert pl.read_parquet(out / "calls.parquet")["repaired"][0] == CALL
+
+
+def test_sft_pool_error_demo_and_hint_for_fabricated(tmp_path: Path, tok) -> None:  # type: ignore[no-untyped-def]
+    from trajlab.curate import PoolOptions, build_sft_pool
+
+    bad = _sample(tok, [(PROMPT, False), ("I will search.\n</think>\n\n" + CALL + FABRICATED, True)], reward=1.0)
+    good = _sample(tok, [(PROMPT, False), ("Search.\n</think>\n\n" + CALL, True), (ENV, False),
+                         ("<think>\nShakespeare.\n</think>\n\n<answer>Shakespeare</answer><|im_end|>", True)])
+    out = _scan(tmp_path, [bad, good])
+    pool = tmp_path / "pool"
+    build_sft_pool(out, pool, PoolOptions(val_fraction=0.0, ratio="1:1:1"), progress=False)
+    rows = pl.read_parquet(pool / "train.parquet")
+    demos = rows.filter(pl.col("kind") == "error_demo")
+    assert demos.height == 1
+    msgs = demos["messages"][0].to_list()
+    assert msgs[-1]["role"] == "assistant" and CALL in msgs[-1]["content"] and "Marlowe" not in msgs[-1]["content"]
+    assert "fabricated_tool_response" in msgs[-2]["content"]
+    hints = rows.filter(pl.col("kind") == "hint")
+    assert hints.height >= 1 and any("stop and wait" in m["content"] for m in hints["messages"][0].to_list())

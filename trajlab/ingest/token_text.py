@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from trajlab.errors import TrajlabError
+from trajlab.errors import TrajlabError, param
 
 #: what ``auto`` tries, in order: every real tokenizer trajlab has offline
 AUTO_CANDIDATES: tuple[str, ...] = ("qwen3.5", "qwen3")
@@ -57,7 +57,7 @@ def pick(name: str | None, ids: Sequence[int], text: str | None) -> tuple[Any, s
             return tok, cand
         tried.append(f"{cand}: does not reproduce the logged text")
     raise TrajlabError("no built-in tokenizer fits these token ids (" + "; ".join(tried) + ")",
-                       hint="pass --tokenizer DIR (the policy's tokenizer directory)")
+                       hint=f"pass {param('tokenizer', metavar='DIR')} (the policy's tokenizer directory)")
 
 
 def decode_segments(tok: Any, ids: Sequence[int], bounds: Sequence[tuple[int, int]]) -> list[str]:
