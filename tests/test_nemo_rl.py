@@ -261,3 +261,22 @@ def test_sft_pool_error_demo_and_hint_for_fabricated(tmp_path: Path, tok) -> Non
     assert "fabricated_tool_response" in msgs[-2]["content"]
     hints = rows.filter(pl.col("kind") == "hint")
     assert hints.height >= 1 and any("stop and wait" in m["content"] for m in hints["messages"][0].to_list())
+
+
+def test_report_shows_exact_token_curves(tmp_path: Path, tok) -> None:  # type: ignore[no-untyped-def]
+    from trajlab.report import report
+
+    rows = [_sample(tok, [(PROMPT, False), ("S.\n</think>\n\n" + CALL, True), (ENV, False),
+                          ("<think>\nA.\n</think>\n\n<answer>A</answer><|im_end|>", True)], delta=0.01 * k)
+            for k in range(1, 3)]
+    d = tmp_path / "run"
+    d.mkdir()
+    for k, r in enumerate(rows, start=1):
+        (d / f"train_data_step{k}.jsonl").write_text(json.dumps(r) + "\n")
+    out = tmp_path / "out"
+    scan([d], out, ScanOptions(jobs=1))
+    steps = pl.read_parquet(out / "steps.parquet").sort("step")
+    assert steps["step"].to_list() == [1, 2]
+    assert steps["logprob_mismatch"].to_list() == pytest.approx([0.01, 0.02])
+    html = report(out, tmp_path / "r.html").read_text()
+    assert 'id="exact-tokens"' in html and "train–inference mismatch" in html
