@@ -185,9 +185,9 @@ def _sample(obj: dict[str, Any], i: int, n: int, *, source_path: str, line: int,
         "generated_tokens": sum(mask),
         "tokenizer": tok_name,
     }
-    for k, v in obj.items():  # keys NeMo-RL may add: the sample's entry when per sample, else the value
-        if k not in MAPPED_KEYS:
-            extra[k] = v[i] if isinstance(v, list) and len(v) == n else v
+    for key, v in obj.items():  # keys NeMo-RL may add: the sample's entry when per sample, else the value
+        if key not in MAPPED_KEYS:
+            extra[key] = v[i] if isinstance(v, list) and len(v) == n else v
     rec = RawTrajectory(
         source_path=source_path,
         source_line=line,

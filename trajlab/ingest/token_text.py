@@ -44,7 +44,7 @@ def pick(name: str | None, ids: Sequence[int], text: str | None) -> tuple[Any, s
     :data:`AUTO_CANDIDATES` that fits ``ids`` and the logged ``text`` of them, when there is one).
 
     Raises :class:`TrajlabError` when none fits (the message says how to pass one)."""
-    if name not in (None, "", "auto"):
+    if name is not None and name not in ("", "auto"):
         return load(name), name
     tried = []
     for cand in AUTO_CANDIDATES:
