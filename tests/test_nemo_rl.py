@@ -280,3 +280,26 @@ def test_report_shows_exact_token_curves(tmp_path: Path, tok) -> None:  # type: 
     assert steps["logprob_mismatch"].to_list() == pytest.approx([0.01, 0.02])
     html = report(out, tmp_path / "r.html").read_text()
     assert 'id="exact-tokens"' in html and "train–inference mismatch" in html
+
+
+@pytest.mark.parametrize("mutate, kept, reason", [
+    (lambda r: r["token_ids"][0].__setitem__(500, 10**12), 0, "outside the vocabulary"),
+    (lambda r: r["token_ids"][0].__setitem__(500, True), 0, "not integers"),
+    (lambda r: r.__setitem__("token_loss_mask", [[1, 0]]), 0, "token_loss_mask"),
+    (lambda r: r.__setitem__("token_ids", [[]]), 0, "no token ids"),
+    (lambda r: r.__setitem__("generation_logprobs", ["x"]), 1, "inference log-probs left null"),
+    (lambda r: r.__setitem__("rewards", [float("nan")]), 1, "not finite"),
+    (lambda r: r.__setitem__("token_loss_mask", [[0] * len(r["token_ids"][0])]), 1, "no generated token"),
+])
+def test_hostile_samples_cost_only_themselves(mutate, kept, reason) -> None:  # type: ignore[no-untyped-def]
+    from trajlab.ingest import nemo_rl
+
+    row = _real_rows()[1]
+    mutate(row)
+    recs, notes = nemo_rl.to_trajectories(row, source_path="x/train_data_step7.jsonl", line=3, file_step=None,
+                                          file_split=None)
+    assert len(recs) == kept
+    assert any(reason in n.reason for n in notes), [n.reason for n in notes]
+    assert all(n.line == 3 for n in notes)
+    if recs:
+        assert recs[0].step == 7 and recs[0].tokens is not None

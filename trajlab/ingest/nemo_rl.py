@@ -115,6 +115,8 @@ def _sample(obj: dict[str, Any], i: int, n: int, *, source_path: str, line: int,
             tokenizer: str | None) -> tuple[RawTrajectory | None, list[str]]:
     why: list[str] = []
     ids = obj["token_ids"][i]
+    if not isinstance(ids, list) or not ids:
+        return None, [f"sample {i}: no token ids; sample skipped"]
     if not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
         return None, [f"sample {i}: 'token_ids' holds values that are not integers; sample skipped"]
     lengths = _per_sample(obj, "input_lengths", n)
@@ -144,7 +146,16 @@ def _sample(obj: dict[str, Any], i: int, n: int, *, source_path: str, line: int,
     first_gen = next((k for k, m in enumerate(mask) if m), length)
     # the logged text may lack generated special tokens: only the prompt (never generated) must match it
     prompt_text = content[0] if isinstance(content, list) and content and isinstance(content[0], str) else None
-    tok, tok_name = token_text.pick(tokenizer, ids[:first_gen] if prompt_text is not None else ids, prompt_text)
+    if first_gen < length:  # check against the prompt's logged text (never generated, so complete)
+        tok, tok_name, pick_note = token_text.pick(tokenizer, ids[:first_gen] if prompt_text is not None else ids,
+                                                   prompt_text)
+    else:
+        tok, tok_name, pick_note = token_text.pick(tokenizer, ids, logged_text)
+    if pick_note:
+        why.append(f"sample {i}: {pick_note}")
+    if not token_text.fits(tok, ids):
+        return None, [*why, f"sample {i}: token ids outside the vocabulary of the tokenizer {tok_name} "
+                            f"({len(tok)} tokens); sample skipped"]
     if first_gen == length:
         why.append(f"sample {i}: no generated token (the loss mask is all zero); kept with an empty output")
     runs = _runs(mask[first_gen:])

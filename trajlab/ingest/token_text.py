@@ -29,33 +29,37 @@ def load(name: str) -> Any:
     return load_tokenizer(name)
 
 
-def _fits(tok: Any, ids: Sequence[int], text: str | None) -> bool:
-    """Whether ``tok`` can be the tokenizer of ``ids``: every id in its vocabulary and, when the source logged
-    the text of the same ids, the decode reproduces it."""
-    if not ids:
-        return True
-    if max(ids) >= len(tok) or min(ids) < 0:
-        return False
-    return text is None or tok.decode(list(ids), skip_special_tokens=False) == text
+def fits(tok: Any, ids: Sequence[int]) -> bool:
+    """Whether every id of ``ids`` is in the vocabulary of ``tok``."""
+    return not ids or (min(ids) >= 0 and max(ids) < len(tok))
 
 
-def pick(name: str | None, ids: Sequence[int], text: str | None) -> tuple[Any, str]:
-    """The tokenizer to decode ``ids`` with and its name: ``name`` when given (``None``/``auto``: the first of
-    :data:`AUTO_CANDIDATES` that fits ``ids`` and the logged ``text`` of them, when there is one).
+def pick(name: str | None, ids: Sequence[int], text: str | None) -> tuple[Any, str, str | None]:
+    """The tokenizer to decode ``ids`` with, its name, and a note when the choice is uncertain.
 
-    Raises :class:`TrajlabError` when none fits (the message says how to pass one)."""
+    ``name`` when given; ``None``/``auto``: the first of :data:`AUTO_CANDIDATES` whose decode of ``ids``
+    reproduces the logged ``text`` of them, else the first whose vocabulary holds every id (with a note saying
+    the text differs). Raises :class:`TrajlabError` when none fits (the message says how to pass one)."""
     if name is not None and name not in ("", "auto"):
-        return load(name), name
+        tok = load(name)
+        if not fits(tok, ids):
+            raise TrajlabError(f"token ids outside the vocabulary of the tokenizer {name} ({len(tok)} tokens)")
+        return tok, name, None
+    loaded: list[tuple[str, Any]] = []
     tried = []
     for cand in AUTO_CANDIDATES:
         try:
-            tok = load(cand)
+            loaded.append((cand, load(cand)))
         except TrajlabError as e:
-            tried.append(f"{cand}: {e}")
-            continue
-        if _fits(tok, ids, text):
-            return tok, cand
-        tried.append(f"{cand}: does not reproduce the logged text")
+            tried.append(f"{cand}: {e.args[0] if e.args else e}")
+    for cand, tok in loaded:
+        if fits(tok, ids) and (text is None or tok.decode(list(ids), skip_special_tokens=False) == text):
+            return tok, cand, None
+    for cand, tok in loaded:
+        if fits(tok, ids):
+            return tok, cand, (f"no built-in tokenizer reproduces the logged text; decoded with {cand}, whose "
+                               "vocabulary holds every id")
+    tried += [f"{cand}: ids outside its vocabulary" for cand, _ in loaded]
     raise TrajlabError("no built-in tokenizer fits these token ids (" + "; ".join(tried) + ")",
                        hint=f"pass {param('tokenizer', metavar='DIR')} (the policy's tokenizer directory)")
 
