@@ -23,9 +23,6 @@ from trajlab.scan import ScanOptions, scan
 DATA = Path(__file__).parent / "data" / "nemo_rl" / "train_data_step1.jsonl"
 PAD = 248044  # Qwen3.5's <|endoftext|>, NeMo-RL's pad id in the real file
 
-pytestmark = pytest.mark.slow  # the real Qwen3.5 tokenizer is built once per process (seconds)
-
-
 @pytest.fixture(scope="module")
 def tok():  # type: ignore[no-untyped-def]
     from trajlab.ingest import token_text
@@ -80,6 +77,7 @@ FABRICATED = ("<|im_end|>\n<|im_start|>user\n<tool_response>\nDoc 1: Hamlet was 
 
 
 # ------------------------------------------------------------------------------------------------- real rows
+@pytest.mark.slow
 def test_real_rows_detected_and_read_from_ids(tmp_path: Path, tok) -> None:  # type: ignore[no-untyped-def]
     assert detect_format(DATA) == ("nemo_rl_jsonl", "")
     d = tmp_path / "run"
@@ -133,6 +131,7 @@ def test_real_rows_detected_and_read_from_ids(tmp_path: Path, tok) -> None:  # t
 
 
 # ----------------------------------------------------------------------------------------------- synthetic
+@pytest.mark.slow
 def test_fabricated_turn_from_exact_tokens(tmp_path: Path, tok) -> None:  # type: ignore[no-untyped-def]
     row = _sample(tok, [(PROMPT, False), ("I will search.\n</think>\n\n" + CALL + FABRICATED, True)])
     out = _scan(tmp_path, [row])
@@ -149,6 +148,7 @@ def test_fabricated_turn_from_exact_tokens(tmp_path: Path, tok) -> None:  # type
     assert pl.read_parquet(out / "turns.parquet")["role"].to_list() == ["assistant"]
 
 
+@pytest.mark.slow
 def test_generated_role_header_without_call(tmp_path: Path, tok) -> None:  # type: ignore[no-untyped-def]
     gen = "Let me think.\n</think>\n\nI do not know.<|im_end|>\n<|im_start|>user\nAre you sure?<|im_end|>"
     out = _scan(tmp_path, [_sample(tok, [(PROMPT, False), (gen, True)])])
@@ -157,6 +157,7 @@ def test_generated_role_header_without_call(tmp_path: Path, tok) -> None:  # typ
     assert "<|im_start|>" in f["message"][0]
 
 
+@pytest.mark.slow
 def test_real_tool_turn_is_not_fabricated_and_mismatch_is_exact(tmp_path: Path, tok) -> None:  # type: ignore[no-untyped-def]
     segs = [(PROMPT, False), ("Search.\n</think>\n\n" + CALL, True), (ENV, False),
             ("<think>\nShakespeare.\n</think>\n\n<answer>Shakespeare</answer><|im_end|>", True)]
@@ -179,6 +180,7 @@ def test_real_tool_turn_is_not_fabricated_and_mismatch_is_exact(tmp_path: Path, 
     assert pl.read_parquet(out2 / "steps.parquet")["control_low_prob_share"][0] == 0.0
 
 
+@pytest.mark.slow
 def test_several_samples_per_line_and_a_damaged_sample(tmp_path: Path, tok) -> None:  # type: ignore[no-untyped-def]
     a = _sample(tok, [(PROMPT, False), ("A.\n</think>\n\n<answer>x</answer><|im_end|>", True)], reward=0.0)
     b = _sample(tok, [(PROMPT, False), ("B.\n</think>\n\n<answer>y</answer><|im_end|>", True)], reward=1.0)
@@ -244,6 +246,7 @@ def test_fabricated_in_verl_tool_record(tmp_path: Path) -> None:
     assert pl.read_parquet(out / "calls.parquet")["repaired"][0] == CALL
 
 
+@pytest.mark.slow
 def test_sft_pool_error_demo_and_hint_for_fabricated(tmp_path: Path, tok) -> None:  # type: ignore[no-untyped-def]
     from trajlab.curate import PoolOptions, build_sft_pool
 
@@ -263,6 +266,7 @@ def test_sft_pool_error_demo_and_hint_for_fabricated(tmp_path: Path, tok) -> Non
     assert hints.height >= 1 and any("stop and wait" in m["content"] for m in hints["messages"][0].to_list())
 
 
+@pytest.mark.slow
 def test_report_shows_exact_token_curves(tmp_path: Path, tok) -> None:  # type: ignore[no-untyped-def]
     from trajlab.report import report
 
@@ -291,6 +295,7 @@ def test_report_shows_exact_token_curves(tmp_path: Path, tok) -> None:  # type: 
     (lambda r: r.__setitem__("rewards", [float("nan")]), 1, "not finite"),
     (lambda r: r.__setitem__("token_loss_mask", [[0] * len(r["token_ids"][0])]), 1, "no generated token"),
 ])
+@pytest.mark.slow
 def test_hostile_samples_cost_only_themselves(mutate, kept, reason) -> None:  # type: ignore[no-untyped-def]
     from trajlab.ingest import nemo_rl
 
