@@ -128,6 +128,15 @@ def test_real_rows_detected_and_read_from_ids(tmp_path: Path, tok) -> None:  # t
     assert toks.filter(pl.col("generated") & pl.col("environment")).height == 0
     assert pl.read_parquet(out / "findings.parquet").filter(
         pl.col("category") == "fabricated_tool_response").height == 0
+    # show --tokens draws the logged probabilities of the call's tokens (no rescore needed)
+    from rich.console import Console
+
+    from trajlab.show import ShowOptions, show
+
+    con = Console(record=True, width=120, color_system=None)
+    show(out, traj["trajectory_id"][0], ShowOptions(tokens=True), console=con)
+    text = con.export_text()
+    assert "logged (inference) · " in text and " call tokens · mean p " in text and "lowest p" in text
 
 
 # ----------------------------------------------------------------------------------------------- synthetic
