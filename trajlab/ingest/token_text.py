@@ -47,14 +47,15 @@ def pick(name: str | None, ids: Sequence[int], text: str | None) -> tuple[Any, s
         return tok, name, None
     loaded: list[tuple[str, Any]] = []
     tried = []
-    for cand in AUTO_CANDIDATES:
+    for cand in AUTO_CANDIDATES:  # loaded one at a time: the first that fits ends the search
         try:
-            loaded.append((cand, load(cand)))
+            tok = load(cand)
         except TrajlabError as e:
             tried.append(f"{cand}: {e.args[0] if e.args else e}")
-    for cand, tok in loaded:
+            continue
         if fits(tok, ids) and (text is None or tok.decode(list(ids), skip_special_tokens=False) == text):
             return tok, cand, None
+        loaded.append((cand, tok))
     for cand, tok in loaded:
         if fits(tok, ids):
             return tok, cand, (f"no built-in tokenizer reproduces the logged text; decoded with {cand}, whose "
@@ -70,5 +71,9 @@ def decode_segments(tok: Any, ids: Sequence[int], bounds: Sequence[tuple[int, in
 
 
 def token_strings(tok: Any, ids: Sequence[int]) -> list[str]:
-    """Each id decoded alone (special tokens kept; a piece of a multi-byte character reads as U+FFFD)."""
+    """Each id decoded alone (special tokens kept; a piece of a multi-byte character reads as U+FFFD), through
+    the Rust tokenizer in one call when the tokenizer is a fast one."""
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is not None:
+        return list(backend.decode_batch([[int(i)] for i in ids], skip_special_tokens=False))
     return list(tok.batch_decode([[i] for i in ids], skip_special_tokens=False))
