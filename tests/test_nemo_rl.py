@@ -317,3 +317,21 @@ def test_hostile_samples_cost_only_themselves(mutate, kept, reason) -> None:  # 
     assert all(n.line == 3 for n in notes)
     if recs:
         assert recs[0].step == 7 and recs[0].tokens is not None
+
+
+@pytest.mark.slow
+def test_sft_pool_positive_from_exact_tokens_has_no_literal_end_token(tmp_path: Path, tok) -> None:  # type: ignore[no-untyped-def]
+    from trajlab.curate import PoolOptions, build_sft_pool
+
+    good = _sample(tok, [(PROMPT, False), ("Search.\n</think>\n\n" + CALL + "<|im_end|>", True), (ENV, False),
+                         ("<think>\nShakespeare.\n</think>\n\n<answer>Shakespeare</answer><|im_end|>", True)])
+    out = _scan(tmp_path, [good])
+    pool = tmp_path / "pool"
+    build_sft_pool(out, pool, PoolOptions(val_fraction=0.0, ratio="1:0:0", min_score="any", style="openai"),
+                   progress=False)
+    msgs = pl.read_parquet(pool / "train.parquet")["messages"][0].to_list()
+    asst = [m for m in msgs if m["role"] == "assistant"]
+    assert len(asst) == 2 and not any("<|im_end|>" in (m["content"] or "") for m in msgs)
+    assert asst[0]["tool_calls"][0]["function"]["name"] == "search"
+    assert asst[0]["content"].endswith("</think>")  # the call cut out of the text, nothing else
+    assert asst[1]["content"].endswith("<answer>Shakespeare</answer>")
