@@ -36,6 +36,26 @@ class Turn:
 
 
 @dataclass(slots=True)
+class ExactTokens:
+    """The exact token sequence of a trajectory, from sources that log it (NeMo-RL train data; verl rollout
+    traces hold the same data): prompt, generations and environment in one sequence, position by position.
+
+    ``generated[i]`` is True where the policy sampled token ``i`` (the loss mask); ``logprob`` is the inference
+    engine's log-prob of the sampled token and ``train_logprob`` the trainer's (None where not logged, and at
+    non-generated positions of sources that log zeros there). ``turn[i]`` is the index of the trajectory turn
+    holding position ``i`` (-1: the prompt), ``text[i]`` the token's decoded string.
+    """
+
+    ids: list[int]
+    generated: list[bool]
+    logprob: list[float | None]
+    train_logprob: list[float | None]
+    turn: list[int]
+    text: list[str]
+    tokenizer: str  # what decoded the ids (an alias such as qwen3.5, or a directory)
+
+
+@dataclass(slots=True)
 class RawTrajectory:
     """One trajectory as read from a source file, before classification."""
 
@@ -57,6 +77,8 @@ class RawTrajectory:
     uid: str | None = None
     warnings: list[str] = field(default_factory=list)  # non-fatal notes (e.g. NaN score)
     run: str = ""  # the training run (experiment) the record belongs to, from its file's directory
+    sample: int | None = None  # the sample's index within its record, for sources with several per line (NeMo-RL)
+    tokens: ExactTokens | None = None  # exact token ids and log-probs, when the source logs them
 
 
 @dataclass(slots=True)

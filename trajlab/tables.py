@@ -26,6 +26,8 @@ from trajlab.ownfiles import PARQUET_KEY
 #: 1.1: calls.verl_executes, calls.verl_function_name, calls.verl_arguments (verl's reading of each call).
 #: 1.2: trajectories.run; steps one row per (run, split, step) (was per (split, step)).
 #: 1.4: trajectories.end_reason (why an output is truncated or has no final answer).
+#:      rollout_tokens (exact tokens of sources that log them); steps.generated_tokens, control_logprob_mean,
+#:      control_low_prob_share, logprob_mismatch, control_logprob_mismatch.
 SCHEMA_VERSION = "1.4"
 
 PARQUET_COMPRESSION = "zstd"
@@ -76,7 +78,7 @@ TRAJECTORIES = TableSpec(
         C("trajectory_id", STR, "stable id: hash of source_path, the record index and the file's content (sha1)", False),
         C("source_path", STR, "input file, relative to the scanned root (several roots: prefixed with the root's name)", False),
         C("source_line", I64, "1-based line (JSONL) or record index (JSON list / Parquet)", False),
-        C("source_format", STR, "verl_jsonl | verl_tool_json | openai_messages", False),
+        C("source_format", STR, "verl_jsonl | verl_tool_json | openai_messages | nemo_rl_jsonl", False),
         C("run", STR, "training run (experiment): the file's directory, split dir folded, or --run NAME", False),
         C("split", STR, "train | val", False),
         C("step", I64, "training step (from the record, else from the file name)"),
@@ -182,8 +184,37 @@ STEPS = TableSpec(
         C("mean_score", F64, ""),
         C("final_answer_rate", F64, "share of trajectories with a final answer (trajectories.has_final_answer)", False),
         C("category_counts", pa.map_(STR, I64), "calls per category (a call counts once per category)", False),
+        # from rollout_tokens: null for trajectories without exact tokens (verl's text dumps)
+        C("generated_tokens", I64, "tokens the policy generated (the loss mask's sum; null: no exact tokens)"),
+        C("control_logprob_mean", F64, "mean inference log-prob of the sampled control tokens (rollout_tokens.control)"),
+        C("control_low_prob_share", F64, "share of sampled control tokens whose inference probability is below "
+          "the scan's --control-prob threshold (default 0.5)"),
+        C("logprob_mismatch", F64, "mean |inference - training| log-prob over generated tokens (train-inference "
+          "mismatch; null when either is not logged)"),
+        C("control_logprob_mismatch", F64, "the same mean at generated control tokens only"),
     ),
     ("run", "split", "step"),
+)
+
+ROLLOUT_TOKENS = TableSpec(
+    "rollout_tokens",
+    "One row per token of trajectories whose source logs exact token ids (NeMo-RL train data): prompt, "
+    "generations and environment in one sequence. Empty for text-only sources (verl dumps).",
+    (
+        C("trajectory_id", STR, "", False),
+        C("turn", I32, "turns.turn_index of the turn holding the token (-1: the prompt)", False),
+        C("position", I32, "0-based position in the sequence (prompt first)", False),
+        C("token_id", I64, "the token id as logged", False),
+        C("token", STR, "the token decoded alone, special tokens kept (a piece of a multi-byte character: U+FFFD)", False),
+        C("generated", BOOL, "the policy sampled this token (the loss mask / response mask)", False),
+        C("logprob", F64, "the inference engine's log-prob of the sampled token (null where not generated or not logged)"),
+        C("train_logprob", F64, "the trainer's log-prob of the token (null where not logged)"),
+        C("control", BOOL, "a control token of the tokenizer's family and the trajectory's call format "
+          "(rules/control_tokens.yaml)", False),
+        C("environment", BOOL, "a token that starts the environment's part (a role header, <tool_response> or the "
+          "family's equivalent); generated, it means the model wrote the tool response itself", False),
+    ),
+    (),  # source order
 )
 
 INGEST_ERRORS = TableSpec(
@@ -198,7 +229,7 @@ INGEST_ERRORS = TableSpec(
 )
 
 SCAN_TABLES: dict[str, TableSpec] = {
-    t.name: t for t in (TRAJECTORIES, TURNS, CALLS, FINDINGS, STEPS, INGEST_ERRORS)
+    t.name: t for t in (TRAJECTORIES, TURNS, CALLS, FINDINGS, STEPS, INGEST_ERRORS, ROLLOUT_TOKENS)
 }
 
 

@@ -28,17 +28,51 @@ from trajlab.tables import STEPS, table_path, to_table
 EW_DEFAULTS = {"window": 3, "alpha": 1e-3, "ratio": 2.0, "min_baseline_steps": 5}
 
 
-def steps_table(out: Path | str) -> pa.Table:
-    """Aggregate ``trajectories`` and ``calls`` of a scan directory per (run, split, step)."""
+def steps_table(out: Path | str, *, control_prob: float = 0.5) -> pa.Table:
+    """Aggregate ``trajectories``, ``calls`` and ``rollout_tokens`` of a scan directory per (run, split, step)
+    (``control_prob``: the probability below which a sampled control token counts as low)."""
     import polars as pl
 
+    tok_path = table_path(out, "rollout_tokens")
     return to_table(STEPS, aggregate_steps(pl.scan_parquet(table_path(out, "trajectories")),
-                                           pl.scan_parquet(table_path(out, "calls"))))
+                                           pl.scan_parquet(table_path(out, "calls")),
+                                           pl.scan_parquet(tok_path) if tok_path.is_file() else None,
+                                           control_prob=control_prob))
 
 
-def aggregate_steps(traj_lf: Any, calls_lf: Any) -> list[dict[str, Any]]:
+def token_aggregates(traj_lf: Any, tokens_lf: Any, control_prob: float = 0.5) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Per (run, split, step): the exact-token figures of ``steps`` (generated tokens, control-token log-probs,
+    the share of control tokens sampled below ``control_prob``, the train-inference mismatch), from
+    ``rollout_tokens`` rows (polars LazyFrames). Steps without exact tokens are absent."""
+    import math
+
+    import polars as pl
+
+    gen = tokens_lf.filter(pl.col("generated")).join(
+        traj_lf.select("trajectory_id", "run", "split", "step"), on="trajectory_id", how="inner")
+    diff = (pl.col("logprob") - pl.col("train_logprob")).abs()
+    ctrl = pl.col("control")
+    lp = pl.col("logprob")
+    agg = (
+        gen.group_by(["run", "split", "step"])
+        .agg(
+            pl.len().cast(pl.Int64).alias("generated_tokens"),
+            lp.filter(ctrl).sort().mean().alias("control_logprob_mean"),  # sorted: the same sum in every run
+            (lp.filter(ctrl & lp.is_not_null()) < math.log(control_prob)).cast(pl.Float64).mean()
+            .alias("control_low_prob_share"),
+            diff.sort().mean().alias("logprob_mismatch"),
+            diff.filter(ctrl).sort().mean().alias("control_logprob_mismatch"),
+        )
+        .collect()
+    )
+    return {(r["run"], r["split"], r["step"]): r for r in agg.iter_rows(named=True)}
+
+
+def aggregate_steps(traj_lf: Any, calls_lf: Any, tokens_lf: Any = None, *, control_prob: float = 0.5
+                    ) -> list[dict[str, Any]]:
     """The ``steps`` rows (sorted by run, split, step) of ``trajectories`` and ``calls`` rows given as polars
-    LazyFrames (a scan's tables, or the parts of one range while watching)."""
+    LazyFrames (a scan's tables, or the parts of one range while watching), with the exact-token figures of
+    ``rollout_tokens`` rows when given (:func:`token_aggregates`; null where there are none)."""
     import polars as pl
 
     traj = (
@@ -69,6 +103,7 @@ def aggregate_steps(traj_lf: Any, calls_lf: Any) -> list[dict[str, Any]]:
     by_key: dict[tuple[str, str, Any], list[tuple[str, int]]] = {}
     for run, split, step, cat, n in cats.iter_rows():
         by_key.setdefault((run, split, step), []).append((cat, n))
+    exact = token_aggregates(traj_lf, tokens_lf, control_prob) if tokens_lf is not None else {}
     rows = []
     for r in traj.sort(["run", "split", "step"], nulls_last=False).iter_rows(named=True):
         calls = r["calls"] or 0
@@ -80,6 +115,8 @@ def aggregate_steps(traj_lf: Any, calls_lf: Any) -> list[dict[str, Any]]:
                 "malformed_rate": (r["malformed_calls"] / calls) if calls else None,
                 "final_answer_rate": r["final_answer_rate"] or 0.0,
                 "category_counts": by_key.get((r["run"], r["split"], r["step"]), []),
+                **{k: v for k, v in exact.get((r["run"], r["split"], r["step"]), {}).items()
+                   if k not in ("run", "split", "step")},
             }
         )
     return rows

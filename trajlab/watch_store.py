@@ -47,6 +47,17 @@ def write_arrow(table: Any, path: Path) -> None:
         w.write_table(table)
 
 
+def sample_of(source_format: str, extra: str | None) -> int | None:
+    """The sample index of a record from a source with several samples per line (NeMo-RL: ``extra.sample``),
+    which its trajectory id includes; None for every other source."""
+    if source_format != "nemo_rl_jsonl" or not extra:
+        return None
+    import json
+
+    v = json.loads(extra).get("sample")
+    return v if isinstance(v, int) else None
+
+
 def reid_ranges(wdir: Path, chunks: int, rel: str, digest: str) -> None:
     """Recompute the ids in the parts of ``chunks`` ranges of one file for its new content hash."""
     import pyarrow as pa
@@ -57,7 +68,9 @@ def reid_ranges(wdir: Path, chunks: int, rel: str, digest: str) -> None:
             continue
         traj = read_arrow(path)
         old = traj.column("trajectory_id").to_pylist()
-        new = [trajectory_id(rel, line, digest) for line in traj.column("source_line").to_pylist()]
+        new = [trajectory_id(rel, line, digest, sample_of(fmt, extra)) for line, fmt, extra in zip(
+            traj.column("source_line").to_pylist(), traj.column("source_format").to_pylist(),
+            traj.column("extra").to_pylist(), strict=True)]
         if old == new:
             continue
         mapping = dict(zip(old, new, strict=True))

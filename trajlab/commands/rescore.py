@@ -159,6 +159,9 @@ def print_summary(summary: Any, console: Any) -> None:
                   f"{c.dropouts}/{c.dropout_positions}", _p(c.mean_logprob), f"{c.tokens_per_s:,.0f}")  # fmt: skip
     console.print(a)
     for c in summary.checkpoints:
+        if c.logged_tokens and c.logged_logprob_gap is not None:  # exact-token dumps (NeMo-RL)
+            console.print(f"[dim]{c.label}: mean |log-prob - logged inference log-prob| {c.logged_logprob_gap:.4f} "
+                          f"nats over {c.logged_tokens:,} generated tokens with a logged log-prob[/]")
         extra = f", {c.skipped_resume} kept from an earlier run" if c.skipped_resume else ""
         rt = f", [yellow]{c.roundtrip_mismatches} round-trip mismatches[/]" if c.roundtrip_mismatches else ""
         if extra or rt:

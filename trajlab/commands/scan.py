@@ -29,6 +29,8 @@ def register(app: typer.Typer) -> None:
         engine: str | None = typer.Option(None, "--engine", help="auto, columnar or records (default: $TRAJLAB_ENGINE, else auto). Same tables either way; the manifest records which engine read each file."),
         run: list[str] = opt.run_paths_option("NAME=PATH: the files under PATH form run NAME (repeatable; PATH is scanned too)."),
         rollout_n: int | None = opt.rollout_n_option(),
+        tokenizer: str | None = opt.tokenizer_option("Decodes the token ids of dumps that log them (NeMo-RL): a tokenizer directory or qwen3.5 / qwen3 (default: auto, the built-in one that fits)."),
+        control_prob: float = typer.Option(0.5, "--control-prob", help="steps.control_low_prob_share counts sampled control tokens below this probability (exact-token dumps)."),
     ) -> None:
         """Scan rollout dumps: classify every tool call and write Parquet tables into OUT.
 
@@ -55,7 +57,7 @@ def register(app: typer.Typer) -> None:
             out,
             ScanOptions(tools=tools, input_format=input_format, tool_format=tool_format, rules_dirs=tuple(rules),
                         jobs=jobs, strict=False, incremental=not full, engine=engine, runs=named,
-                        rollout_n=rollout_n),
+                        rollout_n=rollout_n, tokenizer=tokenizer, control_prob=control_prob),
             progress=not no_progress and not as_json,
         )
         tripped = tripped_runs(summary.steps, fail_above, window) if fail_above is not None else []

@@ -32,6 +32,8 @@ _HEADER_PLAIN = re.compile(rf"^({_ROLES})\n", re.MULTILINE)
 _HEADER_SPECIAL = re.compile(rf"{re.escape(IM_START)}({ROLES})\n")
 _TOOL_RESPONSE = re.compile(r"<tool_response>\n?(.*?)\n?</tool_response>", re.DOTALL)
 _TOOL_RESPONSE_OPEN = re.compile(r"<tool_response>\n?(.*)$", re.DOTALL)
+#: end-of-turn special tokens a model generated at the end of its turn, kept by sources decoded with them
+_END_OF_TURN = re.compile(r"(?:<\|im_end\|>|<\|endoftext\|>)+\s*\Z")
 _ASSISTANT_HEADER = re.compile(r"(?:^|\n)(?:<\|im_start\|>)?assistant\n")
 
 EMPTY_THINK = "<think>\n\n</think>\n\n"
@@ -58,6 +60,7 @@ class Message:
     text: str | None = None
     tool_calls: list[ToolCallRef] | None = None
     turn_index: int | None = None  # the source turn (assistant or tool), None for prompt messages
+    cut_tail: int = 0  # characters of the turn's text dropped from the end (an end-of-turn token it generated)
 
     def as_dict(self) -> dict[str, Any]:
         return {"role": self.role, "content": self.content}
@@ -202,10 +205,12 @@ def build_conversation(
         if upto_turn is not None and idx >= upto_turn:
             break
         if role == "assistant":
-            content = text
+            tail = _END_OF_TURN.search(text)  # sources decoded with special tokens (NeMo-RL ids): the chat
+            cut = len(text) - tail.start() if tail else 0  # template writes its own end-of-turn token
+            content = text[: len(text) - cut]
             if suffix.startswith("<think>") and "</think>" not in suffix and not text.startswith("<think>"):
-                content = suffix + text
-            msgs.append(Message("assistant", content, turn_index=idx))
+                content = suffix + content
+            msgs.append(Message("assistant", content, turn_index=idx, cut_tail=cut))
             suffix = ""
         else:
             tms, suffix = tool_messages(text, idx)
@@ -264,7 +269,7 @@ def attach_calls(
             continue
         cs = sorted(by_turn.get(m.turn_index, []), key=lambda c: c["char_start"])
         base = turn_starts.get(m.turn_index, 0)
-        shift = len(m.content) - len(turn_texts.get(m.turn_index, m.content))
+        shift = len(m.content) + m.cut_tail - len(turn_texts.get(m.turn_index, m.content))
         pieces: list[str] = []
         pos = 0
         refs: list[ToolCallRef] = []

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from trajlab.errors import InputError, param
-from trajlab.ingest import openai_messages, verl_jsonl, verl_tool
+from trajlab.ingest import nemo_rl, openai_messages, verl_jsonl, verl_tool
 
 FORMATS: dict[str, Any] = {
     verl_jsonl.FORMAT: verl_jsonl,
     verl_tool.FORMAT: verl_tool,
     openai_messages.FORMAT: openai_messages,
+    nemo_rl.FORMAT: nemo_rl,
 }
 BOM = b"\xef\xbb\xbf"
 #: format detection reads at most this many lines / bytes of a file; longer lines are judged by their head
@@ -99,6 +100,8 @@ def _sniff_lines(path: Path) -> tuple[list[Any], list[bytes]]:
 
 
 def _format_of(obj: Any) -> str | None:
+    if nemo_rl.looks_like(obj):
+        return nemo_rl.FORMAT
     if verl_jsonl.looks_like(obj):
         return verl_jsonl.FORMAT
     if openai_messages.looks_like(obj):
@@ -166,6 +169,8 @@ def detect_format(path: Path) -> tuple[str | None, str]:
         if h.lstrip().startswith(b"{"):
             if b'"messages"' in h:
                 return openai_messages.FORMAT, ""
+            if b'"token_loss_mask"' in h or (b'"token_ids"' in h and b'"input_lengths"' in h):
+                return nemo_rl.FORMAT, ""
             if b'"output"' in h or b'"input"' in h:
                 return verl_jsonl.FORMAT, ""
     if not objs and not long_heads:

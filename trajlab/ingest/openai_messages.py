@@ -16,7 +16,7 @@ from typing import Any
 
 from trajlab.ingest.fields import prompt_hash, score_and_step
 from trajlab.ingest.tool_schemas import normalise_tools
-from trajlab.ingest.turns import split_turns
+from trajlab.ingest.turns import turns_from_pieces
 from trajlab.model import IngestError, RawTrajectory
 
 FORMAT = "openai_messages"
@@ -63,12 +63,14 @@ def to_trajectory(
     prompt_parts = [f"{m.get('role', 'user')}\n{_content(m)}" for m in msgs[:first_asst]]
     inp = "\n".join(prompt_parts) + ("\n" if prompt_parts else "") + "assistant\n"
     out: list[str] = []
+    roles: list[str] = []  # the turn role of each piece of ``out``: the messages say where turns begin
     pending_tool: list[str] = []
 
     def flush_tools() -> None:
         if pending_tool:
             body = "\n".join(f"<tool_response>\n{t}\n</tool_response>" for t in pending_tool)
             out.append(f"\nuser\n{body}\nassistant\n")
+            roles.append("tool")
             pending_tool.clear()
 
     for m in msgs[first_asst:]:
@@ -81,11 +83,13 @@ def to_trajectory(
             if rendered:
                 text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + "\n".join(rendered)
             out.append(text)
+            roles.append("assistant")
         elif role in ("tool", "function", "ipython"):
             pending_tool.append(_content(m))
         else:  # a later user turn: keep it as a tool-like block so nothing is lost
             flush_tools()
             out.append(f"\nuser\n<tool_response>\n{_content(m)}\n</tool_response>\nassistant\n")
+            roles.append("tool")
     flush_tools()
     output = "".join(out)
     tools = normalise_tools(obj.get("tools"))
@@ -103,7 +107,7 @@ def to_trajectory(
         score=score,
         input=inp,
         output=output,
-        turns=split_turns(output),
+        turns=turns_from_pieces(out, roles),
         tools=tools,
         tools_source="record" if tools else None,
         extra=extra,

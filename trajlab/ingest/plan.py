@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from trajlab.ingest import openai_messages, verl_jsonl, verl_tool
+from trajlab.ingest import nemo_rl, openai_messages, verl_jsonl, verl_tool
 from trajlab.ingest.detect import container_of
 from trajlab.ingest.discover import display_name
 from trajlab.ingest.fields import step_from_name
@@ -36,6 +36,7 @@ class FileTask:
     chunk: int
     run: str = ""  # the run the file belongs to (:mod:`trajlab.ingest.runs`)
     container: str = "lines"  # lines (JSON lines) | list (one JSON list of records) | parquet
+    tokenizer: str | None = None  # decodes the token ids of sources that log ids (None: auto)
 
 
 def split_from_path(rel: str) -> str | None:
@@ -51,17 +52,17 @@ def split_from_path(rel: str) -> str | None:
 
 
 def plan_tasks(path: Path, rel: str, fmt: str, chunk_bytes: int = CHUNK_BYTES, *, run: str = "",
-               inner: str | None = None) -> list[FileTask]:
+               inner: str | None = None, tokenizer: str | None = None) -> list[FileTask]:
     """Split a file into tasks: JSONL files in newline-aligned byte ranges with their first line numbers.
 
-    ``run`` is copied into every task; ``inner`` is the file's path inside its root (default ``rel``), from
+    ``run`` and ``tokenizer`` are copied into every task; ``inner`` is the file's path inside its root (default ``rel``), from
     which its split is read (a root's label never makes a file validation data)."""
     size = path.stat().st_size
     split = split_from_path(inner if inner is not None else rel)
     step = step_from_name(display_name(path.name))
     container = "list" if fmt == verl_tool.FORMAT else container_of(path)
-    if fmt not in (verl_jsonl.FORMAT, openai_messages.FORMAT) or container != "lines" or size <= chunk_bytes:
-        return [FileTask(str(path), rel, fmt, split, step, 0, size, 1, 0, run, container)]
+    if fmt not in (verl_jsonl.FORMAT, openai_messages.FORMAT, nemo_rl.FORMAT) or container != "lines" or size <= chunk_bytes:
+        return [FileTask(str(path), rel, fmt, split, step, 0, size, 1, 0, run, container, tokenizer)]
     tasks: list[FileTask] = []
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         start, line = 0, 1
@@ -70,7 +71,8 @@ def plan_tasks(path: Path, rel: str, fmt: str, chunk_bytes: int = CHUNK_BYTES, *
             if end < size:
                 nl = mm.find(b"\n", end)
                 end = size if nl < 0 else nl + 1
-            tasks.append(FileTask(str(path), rel, fmt, split, step, start, end, line, len(tasks), run, container))
+            tasks.append(FileTask(str(path), rel, fmt, split, step, start, end, line, len(tasks), run, container,
+                                  tokenizer))
             line += mm[start:end].count(b"\n")
             start = end
     return tasks

@@ -100,12 +100,18 @@ def _convert(mod: Any, obj: dict[str, Any], task: FileTask, lineno: int) -> Iter
         yield IngestError(task.rel, lineno, f"record does not look like {task.fmt} (keys: {', '.join(list(obj)[:8])}); skipped")
         return
     try:
-        rec, notes = mod.to_trajectory(obj, source_path=task.rel, line=lineno, file_step=task.step, file_split=task.split)
+        if hasattr(mod, "to_trajectories"):  # several samples per record (NeMo-RL), decoded from token ids
+            recs, notes = mod.to_trajectories(obj, source_path=task.rel, line=lineno, file_step=task.step,
+                                              file_split=task.split, tokenizer=task.tokenizer)
+        else:
+            rec, notes = mod.to_trajectory(obj, source_path=task.rel, line=lineno, file_step=task.step,
+                                           file_split=task.split)
+            recs = [rec] if rec is not None else []
     except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError, RecursionError) as e:
         yield IngestError(task.rel, lineno, f"record could not be converted: {type(e).__name__}: {e}")
         return
     yield from notes
-    if rec is not None:
+    for rec in recs:
         rec.run = task.run
         yield rec
 

@@ -158,6 +158,29 @@ def split_turns(output: str) -> list[Turn]:
     return turns
 
 
+def turns_from_pieces(pieces: list[str], roles: list[str]) -> list[Turn]:
+    """Turns from pieces of text whose roles the source states (consecutive pieces of one role merged), tiling
+    their concatenation; an output ending in a tool block gets an empty last assistant turn, as with
+    :func:`split_turns`.
+
+    Used where turn boundaries are explicit (OpenAI messages, ChatML role headers kept in the text): an
+    assistant message that itself carries a tool-response block (the model wrote the tool's reply) stays one
+    assistant turn, where splitting the text would read that block as the environment's."""
+    turns: list[Turn] = []
+    pos = 0
+    for text, role in zip(pieces, roles, strict=True):
+        if turns and turns[-1].role == role:
+            last = turns[-1]
+            last.text += text
+            last.char_end += len(text)
+        else:
+            turns.append(Turn(len(turns), role, text, pos, pos + len(text)))  # type: ignore[arg-type]
+        pos += len(text)
+    if not turns or turns[-1].role == "tool":
+        turns.append(Turn(len(turns), "assistant", "", pos, pos))
+    return turns
+
+
 def tool_response_text(tool_turn_text: str) -> str:
     """The content of the ``<tool_response>`` blocks of a tool turn, without the chat scaffolding."""
     parts = re.findall(r"<tool_response>\n?(.*?)\n?(?:</tool_response>|$)", tool_turn_text, flags=re.DOTALL)
@@ -220,3 +243,31 @@ def split_turns_frame(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
                 "char_end")
     )
     return pieces, bad
+
+
+#: a ChatML environment block with its role header, as sources that keep special tokens write it (verl-tool)
+CHATML_ENV_BLOCK = re.compile(
+    rf"(?:{re.escape(IM_END)})?\n?{re.escape(IM_START)}(?:user|tool)\n.*?"
+    rf"(?:{re.escape(IM_START)}assistant\n(?:<think>\n\n</think>\n\n)?|\Z)", re.DOTALL)
+
+
+def chatml_pieces(raw: str) -> tuple[list[str], list[str]] | None:
+    """``raw`` (decoded with ChatML special tokens kept) cut at its role headers: (pieces, roles), where only
+    a block opened by ``<|im_start|>user`` / ``<|im_start|>tool`` is the environment's; None when ``raw``
+    holds no ChatML special token (it was decoded without them: the boundaries are not explicit)."""
+    if IM_START not in raw and IM_END not in raw:
+        return None
+    pieces: list[str] = []
+    roles: list[str] = []
+    pos = 0
+    for m in CHATML_ENV_BLOCK.finditer(raw):
+        if m.start() > pos:
+            pieces.append(raw[pos:m.start()])
+            roles.append("assistant")
+        pieces.append(m.group())
+        roles.append("tool")
+        pos = m.end()
+    if pos < len(raw) or not pieces:
+        pieces.append(raw[pos:])
+        roles.append("assistant")
+    return pieces, roles

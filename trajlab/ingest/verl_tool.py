@@ -3,7 +3,8 @@
 Each file is one JSON list (``-step-val-{N}.json`` for validation). Records carry ``id``, ``traj_ids``,
 ``prompt``, ``response`` (decoded with special tokens kept), ``score`` and bookkeeping keys. trajlab strips
 the chat special tokens (``<|im_start|>``, ``<|im_end|>``, ``<|endoftext|>``) so the text matches what a verl
-dump holds, and keeps the untouched text in ``extra.raw_prompt`` / ``extra.raw_response``.
+dump holds, and keeps the untouched text in ``extra.raw_prompt`` / ``extra.raw_response``. The kept role
+headers decide the turns (only a ``<|im_start|>user``/``tool`` block is the environment's).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import Any
 
 from trajlab.chatml import strip_specials
 from trajlab.ingest.fields import prompt_hash, score_and_step
-from trajlab.ingest.turns import split_turns
-from trajlab.model import IngestError, RawTrajectory
+from trajlab.ingest.turns import chatml_pieces, split_turns, turns_from_pieces
+from trajlab.model import IngestError, RawTrajectory, Turn
 
 FORMAT = "verl_tool_json"
 MAPPED_KEYS = ("prompt", "response", "score", "step")
@@ -21,6 +22,17 @@ MAPPED_KEYS = ("prompt", "response", "score", "step")
 
 def looks_like(obj: Any) -> bool:
     return isinstance(obj, dict) and "response" in obj and ("prompt" in obj or "traj_ids" in obj)
+
+
+def _turns(resp: str, output: str) -> list[Turn]:
+    """Turns of a response: where its ChatML role headers were kept, they say which blocks are the
+    environment's (a ``<tool_response>`` the model wrote inside its own turn stays in that turn); otherwise the
+    stripped text is split as a verl dump's."""
+    cut = chatml_pieces(resp)
+    if cut is None:
+        return split_turns(output)
+    pieces, roles = cut
+    return turns_from_pieces([strip_specials(p) for p in pieces], roles)
 
 
 def to_trajectory(
@@ -60,7 +72,7 @@ def to_trajectory(
         score=score,
         input=inp,
         output=output,
-        turns=split_turns(output),
+        turns=_turns(resp, output),
         tools=None,
         tools_source=None,
         extra=extra,

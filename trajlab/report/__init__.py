@@ -54,6 +54,13 @@ def report(out: Path | str, output_html: Path | str, options: ReportOptions | No
         figs["overview"] = charts.overview_chart(
             col["step"], col["calls"], col["malformed_calls"], col["trajectories"], col["mean_score"],
             col["final_answer_rate"], warn, data.split, window=data.window)
+        if any(st.get("generated_tokens") is not None for st in data.steps):  # a run with exact tokens
+            ex = {k: [st.get(k) for st in data.steps] for k in (
+                "control_logprob_mean", "control_low_prob_share", "logprob_mismatch", "control_logprob_mismatch")}
+            figs["exact_tokens"] = charts.exact_token_chart(
+                col["step"], col["calls"], col["malformed_calls"], ex["control_logprob_mean"],
+                ex["control_low_prob_share"], ex["logprob_mismatch"], ex["control_logprob_mismatch"], warn,
+                data.split, (data.manifest.get("options") or {}).get("control_prob"))
         if data.categories:
             figs["categories"] = charts.category_chart(
                 col["step"], col["calls"], data.categories, col["malformed_calls"], warn, data.split,

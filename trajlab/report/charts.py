@@ -130,6 +130,51 @@ def overview_chart(steps: Sequence[int], calls: Sequence[int], malformed: Sequen
         return to_svg(fig)
 
 
+def exact_token_chart(steps: Sequence[int], calls: Sequence[int], malformed: Sequence[int],
+                      control_logprob: Sequence[float | None], low_share: Sequence[float | None],
+                      mismatch: Sequence[float | None], control_mismatch: Sequence[float | None],
+                      warn_step: int | None, split: str, control_prob: float | None = None) -> str:
+    """Three stacked panels over training steps for runs with exact tokens: the malformed-call rate; the mean
+    log-prob of the sampled control tokens with the share sampled below the low-probability threshold; and the
+    train-inference mismatch (mean |inference - training| log-prob) over generated and over control tokens."""
+    plt = _plt()
+    rate = [m / c if c else None for m, c in zip(malformed, calls, strict=True)]
+    below = f"below p={control_prob:g}" if control_prob is not None else "at low probability"
+    with plt.rc_context(_RC):
+        fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(9.5, 7.4), sharex=True)
+        ax1.plot(steps, _nan(rate), color=PALETTE[1], linewidth=2.0, marker="o", markersize=3,
+                 label="malformed calls")
+        _pct_axis(ax1, top=max(0.05, _max(rate) * 1.12))
+        ax1.set_ylabel("malformed calls\n(% of tool calls)")
+        ax1.set_title(f"Exact tokens ({split} split)", loc="left")
+        _mark_warning(ax1, warn_step)
+        ax1.legend(loc="upper left")
+        ax2.plot(steps, _nan(control_logprob), color=PALETTE[0], linewidth=2.0, marker="o", markersize=3,
+                 label="mean log-prob of sampled control tokens")
+        ax2.set_ylabel("log-prob\n(nats)")
+        ax2b = ax2.twinx()
+        ax2b.plot(steps, _nan(low_share), color=PALETTE[2], linestyle="-.", linewidth=1.6,
+                  label=f"control tokens sampled {below}")
+        _pct_axis(ax2b, top=max(0.05, _max(low_share) * 1.12))
+        ax2b.set_ylabel(f"sampled {below}\n(% of control tokens)")
+        ax2b.grid(False)
+        ax2b.spines["right"].set_visible(True)
+        h1, l1 = ax2.get_legend_handles_labels()
+        h2, l2 = ax2b.get_legend_handles_labels()
+        ax2.legend(h1 + h2, l1 + l2, loc="upper left")
+        _mark_warning(ax2, warn_step, label=False)
+        ax3.plot(steps, _nan(mismatch), color=PALETTE[3 % len(PALETTE)], linewidth=2.0, marker="o", markersize=3,
+                 label="all generated tokens")
+        ax3.plot(steps, _nan(control_mismatch), color=PALETTE[4 % len(PALETTE)], linestyle="--", linewidth=1.6,
+                 marker="o", markersize=3, label="control tokens")
+        ax3.set_ylabel("train-inference\nmismatch (nats)")
+        ax3.legend(loc="upper left")
+        _mark_warning(ax3, warn_step, label=False)
+        ax3.set_xlabel("training step")
+        fig.align_ylabels([ax1, ax2, ax3])
+        return to_svg(fig)
+
+
 def runs_chart(series: dict[str, dict[str, list[Any]]], warnings: dict[str, int | None], window: int = 1) -> str:
     """Every run on one step axis: the malformed-call rate (top) and the mean score (bottom), one colour per run,
     each run's early-warning step marked with a triangle on its own line.

@@ -423,6 +423,18 @@ def _manifest_note(d: ReportData) -> str:
             f" ... -o {e(d.out)}</code> to rewrite it.</div>\n")
 
 
+def _exact_tokens_section(d: ReportData, charts: dict[str, str]) -> str:
+    """Per-step exact-token figures (runs whose dumps log token ids and log-probs, e.g. NeMo-RL)."""
+    if "exact_tokens" not in charts:
+        return ""
+    cap = ("Top: share of tool calls that are malformed. Middle: mean log-prob the inference engine gave the "
+           "control tokens it sampled (left) and the share of them sampled at low probability (right). Bottom: "
+           "train-inference mismatch, the mean |inference − training| log-prob over generated tokens and over "
+           "control tokens. From the logged token ids and log-probs, no re-scoring.")
+    return (f'<h2 id="exact-tokens">Exact tokens: control-token log-probs and train–inference mismatch</h2>\n'
+            f'{figure(charts["exact_tokens"], cap, "exact_tokens")}')
+
+
 def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> str:
     """The complete HTML document."""
     nav = ['<a href="#runs">runs</a>'] if len(d.runs) > 1 else []
@@ -478,6 +490,7 @@ def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> 
 {first_rot}
 {figure(charts["overview"], ov_cap, "overview") if "overview" in charts else '<p class="muted">No steps to plot.</p>'}
 {figure(charts["reward"], "Mean task_score and format_reward per step, from the keys trajlab's verl reward plugin wrote into the dumps.", "reward") if "reward" in charts else ""}
+{_exact_tokens_section(d, charts)}
 <h2 id="categories">Malformed calls per step, by category</h2>
 {figure(charts["categories"], cat_cap, "categories") if "categories" in charts else ""}
 {_category_table(d)}

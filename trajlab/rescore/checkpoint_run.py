@@ -17,7 +17,7 @@ from trajlab.ownfiles import JSON_KEY
 from trajlab.rescore.caches import SpanCache, TokenLabels
 from trajlab.rescore.options import RescoreOptions
 from trajlab.rescore.progress import progress_bar
-from trajlab.rescore.rows import mass_groups, positions_table, token_mass_rows, tokens_table
+from trajlab.rescore.rows import logged_logprobs, mass_groups, positions_table, token_mass_rows, tokens_table
 from trajlab.rescore.summary import CheckpointSummary, fill_from_tables
 
 
@@ -114,6 +114,7 @@ def run_checkpoint(
 
     bar = progress_bar(progress and info.is_main, ref.label, sum(len(t.output) for t in todo))
     lp_sum = 0.0
+    gap_sum = 0.0
     try:
         for b0 in range(0, len(todo), opts.block_size):
             block = todo[b0 : b0 + opts.block_size]
@@ -154,6 +155,11 @@ def run_checkpoint(
                 gm = grp >= 0
                 np.add.at(logged_mass, (grp[gm], st.ids[st.positions][gm]), np.exp(res.logprob[gm].astype(np.float64)))
                 lp_sum += float(res.logprob.sum(dtype=np.float64))
+                if tr.exact is not None:  # compare with what the source logged at sampling time
+                    lg = np.asarray(logged_logprobs(tr, st.positions), dtype=np.float64)
+                    have = ~np.isnan(lg)
+                    gap_sum += float(np.abs(res.logprob.astype(np.float64)[have] - lg[have]).sum())
+                    summary.logged_tokens += int(have.sum())
                 summary.tokens += st.n_tokens
                 summary.scored_tokens += st.n_scored
             outputs.write_part(
@@ -179,6 +185,7 @@ def run_checkpoint(
     if info.is_main:
         merged_parts = outputs.merge_parts(out, ref.label)
         fill_from_tables(summary, ldir)
+        summary.logged_logprob_gap = gap_sum / summary.logged_tokens if summary.logged_tokens else None
         summary.seconds = time.perf_counter() - t0
         summary.tokens_per_s = summary.scored_tokens / summary.seconds if summary.seconds > 0 else 0.0
         atomic_write_json(

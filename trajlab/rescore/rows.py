@@ -49,8 +49,17 @@ def tokens_table(
             "control_mass": pa.array(res.control_mass[idx], pa.float32()),
             "top_control_token": ctrl_labels,
             "top_control_prob": pa.array(res.top_control_prob[idx], pa.float32()),
+            "logged_logprob": pa.array(logged_logprobs(tr, st.positions[idx]), pa.float32()),
         }
     )
+
+
+def logged_logprobs(tr: Any, positions: np.ndarray) -> list[float | None]:
+    """The source's logged log-prob at each stream position (None for text-only trajectories)."""
+    ex = getattr(tr, "exact", None)
+    if ex is None:
+        return [None] * int(positions.shape[0])
+    return [ex.logprob[int(p)] for p in positions.tolist()]
 
 
 def positions_table(label: str, tr: Any, st: Any, res: Any, cset: Any, fl: Any) -> pa.Table:

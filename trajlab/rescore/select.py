@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from trajlab.errors import TableError, TrajlabError, param
-from trajlab.rescore.stream import TrajectoryText
+from trajlab.rescore.stream import LoggedTokens, TrajectoryText
 from trajlab.tables import table_path
 
 
@@ -173,6 +173,7 @@ def load_texts(out: str | Path, ids: Sequence[str]) -> list[TrajectoryText]:
     call_map: dict[str, list[tuple[int, int]]] = {}
     for tid, cs, ce in calls:
         call_map.setdefault(tid, []).append((int(cs), int(ce)))
+    exact = load_logged_tokens(out, ids)
     texts = []
     for tid, inp, outp, fmt, trunc, tools, step, split, score, n_calls, n_bad in trows:
         outp = outp or ""
@@ -186,9 +187,29 @@ def load_texts(out: str | Path, ids: Sequence[str]) -> list[TrajectoryText]:
                 trajectory_id=tid, input=inp or "", output=outp, turns=tl, tool_format=fmt,
                 truncated=bool(trunc), tools=tools_v, step=step, split=split, score=score,
                 n_calls=int(n_calls or 0), n_malformed_calls=int(n_bad or 0), call_ranges=call_map.get(tid, []),
+                exact=exact.get(tid),
             )
         )  # fmt: skip
     return texts
+
+
+def load_logged_tokens(out: str | Path, ids: Sequence[str]) -> dict[str, LoggedTokens]:
+    """The logged token sequences (``rollout_tokens``) of the given trajectories that have one."""
+    path = table_path(Path(out), "rollout_tokens")
+    if not ids or not path.exists():
+        return {}
+    import polars as pl
+
+    df = (pl.scan_parquet(path)
+          .filter(pl.col("trajectory_id").is_in(list(ids)))
+          .select("trajectory_id", "position", "token_id", "generated", "turn", "logprob")
+          .sort("trajectory_id", "position")
+          .collect())
+    out_map: dict[str, LoggedTokens] = {}
+    for part in df.partition_by("trajectory_id", maintain_order=True):
+        out_map[part["trajectory_id"][0]] = LoggedTokens(
+            part["token_id"].to_list(), part["generated"].to_list(), part["turn"].to_list(), part["logprob"].to_list())
+    return out_map
 
 
 def load_malformed_calls(out: str | Path, ids: Sequence[str]) -> dict[str, list[dict]]:

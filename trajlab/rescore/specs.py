@@ -29,6 +29,8 @@ TOKENS = TableSpec(
         C("control_mass", F32, "probability mass on the trajectory format's control-token set", False),
         C("top_control_token", STR, "most likely control token (null when the set is empty)"),
         C("top_control_prob", F32, "its probability", False),
+        C("logged_logprob", F32, "the log-prob the source logged for this token when it was sampled (the inference "
+          "engine's; exact-token sources such as NeMo-RL only, else null)"),
     ),
     ("trajectory_id", "position"),
 )

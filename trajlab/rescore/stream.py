@@ -59,6 +59,17 @@ _TOOL_TAIL = re.compile(r"\nassistant\n")
 
 
 @dataclass
+class LoggedTokens:
+    """The exact token sequence a source logged (``rollout_tokens`` of a NeMo-RL scan): rescoring uses these
+    ids as they are (no rebuild, no re-tokenisation) and scores the generated positions."""
+
+    ids: list[int]
+    generated: list[bool]
+    turn: list[int]  # turns.turn_index per position (-1: the prompt)
+    logprob: list[float | None]  # the inference engine's log-prob of each generated token, as logged
+
+
+@dataclass
 class TrajectoryText:
     """What the stream builder needs from one trajectory (rows of the scan tables)."""
 
@@ -75,6 +86,7 @@ class TrajectoryText:
     n_calls: int = 0
     n_malformed_calls: int = 0
     call_ranges: list[tuple[int, int]] = field(default_factory=list)  # char ranges of calls in output
+    exact: LoggedTokens | None = None  # the logged token ids, for sources that log them
 
 
 @dataclass
@@ -271,10 +283,71 @@ def build_streams(
     *,
     check_roundtrip: bool = True,
 ) -> list[TokenStream]:
-    """Tokenize a block of trajectories into :class:`TokenStream` (batched through the fast tokenizer).
+    """Tokenize a block of trajectories into :class:`TokenStream` (batched through the fast tokenizer); a
+    trajectory with logged ids (:class:`LoggedTokens`) keeps them (:func:`exact_stream`).
 
     ``spans_for(trajectory, turn_index, turn_text)`` returns the classifier's spans of an assistant turn.
     """
+    if all(tr.exact is None for tr in trajectories):
+        return _text_streams(trajectories, tokenizer, spans_for, check_roundtrip=check_roundtrip)
+    rest = [i for i, tr in enumerate(trajectories) if tr.exact is None]
+    out: list[TokenStream | None] = [None] * len(trajectories)
+    for i, st in zip(rest, _text_streams([trajectories[i] for i in rest], tokenizer, spans_for,
+                                         check_roundtrip=check_roundtrip), strict=True):
+        out[i] = st
+    for i, tr in enumerate(trajectories):
+        if tr.exact is not None:
+            out[i] = exact_stream(tr, tokenizer, spans_for, check_roundtrip=check_roundtrip)
+    return [st for st in out if st is not None]
+
+
+def exact_stream(tr: TrajectoryText, tokenizer: Any, spans_for: Any, *, check_roundtrip: bool = True) -> TokenStream:
+    """The stream of a trajectory whose source logged its ids: those ids, scored at the generated positions.
+
+    Char offsets into ``output`` come from re-encoding each assistant turn with offsets when that gives the
+    logged ids, else from the lengths of the tokens decoded one by one (regions are then approximate)."""
+    assert tr.exact is not None
+    ex = tr.exact
+    ids = np.asarray(ex.ids, dtype=np.int64)
+    pos = np.asarray([k for k, g in enumerate(ex.generated) if g and k >= 1], dtype=np.int64)
+    tix = np.asarray([ex.turn[k] for k in pos.tolist()], dtype=np.int32)
+    cs = np.zeros(pos.shape[0], dtype=np.int64)
+    ce = np.zeros(pos.shape[0], dtype=np.int64)
+    region = np.full(pos.shape[0], TEXT_CODE, dtype=np.int8)
+    note = None
+    for ti, role, tcs, tce in tr.turns:
+        sel = np.nonzero(tix == ti)[0]
+        if role != "assistant" or sel.size == 0:
+            continue
+        text = tr.output[tcs:tce]
+        turn_ids = ids[pos[sel]].tolist()
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        if list(enc["input_ids"]) == turn_ids:
+            offs = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
+        else:
+            lens = np.asarray([len(t) for t in tokenizer.batch_decode([[i] for i in turn_ids])], dtype=np.int64)
+            ends = np.minimum(np.cumsum(lens), len(text))
+            offs = np.stack([np.concatenate([[0], ends[:-1]]), ends], axis=1)
+            note = note or f"turn {ti}: re-encoding its text does not give the logged ids; char offsets approximate"
+        cs[sel], ce[sel] = tcs + offs[:, 0], tcs + offs[:, 1]
+        region[sel] = token_regions(_regions_for_turn(len(text), spans_for(tr, ti, text)), offs[:, 0], offs[:, 1])
+    ok = True
+    if check_roundtrip:
+        decoded = tokenizer.decode(ex.ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        ok = decoded == tr.input + tr.output
+        if not ok:
+            note = note or _first_difference(decoded, tr.input + tr.output)
+    return TokenStream(tr.trajectory_id, ids, pos, tix, cs, ce, region, ok, note)
+
+
+def _text_streams(
+    trajectories: Sequence[TrajectoryText],
+    tokenizer: Any,
+    spans_for: Any,
+    *,
+    check_roundtrip: bool = True,
+) -> list[TokenStream]:
+    """:func:`build_streams` for trajectories known only as text: rebuild and tokenize them (batched)."""
     sp = ChatSpecials.from_tokenizer(tokenizer)
     all_pieces: list[list[_Piece]] = []
     notes: list[str | None] = []

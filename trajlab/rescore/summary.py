@@ -40,6 +40,9 @@ class CheckpointSummary:
     paired_drift_hi: float | None = None
     paired_points: int = 0
     mean_logprob: float | None = None
+    #: exact-token sources: scored tokens with a logged log-prob, and mean |this checkpoint's - logged| over them
+    logged_tokens: int = 0
+    logged_logprob_gap: float | None = None
     malformations: int = 0
     mean_malformed_prob: float | None = None
     mean_repaired_prob: float | None = None

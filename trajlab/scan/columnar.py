@@ -27,7 +27,7 @@ from trajlab.model import RawTrajectory, TurnContext
 from trajlab.scan.ids import trajectory_id
 from trajlab.scan.options import WorkerOptions
 from trajlab.scan.records import columns_table, record_rows, row_columns, turn_rows
-from trajlab.tables import CALLS, FINDINGS, INGEST_ERRORS, TRAJECTORIES, TURNS, TableSpec
+from trajlab.tables import CALLS, FINDINGS, INGEST_ERRORS, ROLLOUT_TOKENS, TRAJECTORIES, TURNS, TableSpec
 
 
 def process_segments(items: list[tuple[FileTask, bytes, str]], opts: WorkerOptions) -> list[dict[str, pa.Table]] | str:
@@ -140,11 +140,12 @@ class _Range:
             "findings": self._concat(FINDINGS, [findings], rec_rows, ["row", "turn_index", "seq"]),
         }
         no_errors = pa.table({c.name: pa.array([], c.type) for c in INGEST_ERRORS.columns}, schema=INGEST_ERRORS.schema)
+        no_tokens = ROLLOUT_TOKENS.schema.empty_table()  # verl JSONL is text: no exact tokens
         out = []
         for seg in range(len(self.tasks)):
             out.append({**{name: parts.get(seg, _empty(spec)) for (name, parts), spec in
                            zip(merged.items(), (TRAJECTORIES, TURNS, CALLS, FINDINGS), strict=True)},
-                        "ingest_errors": no_errors})
+                        "ingest_errors": no_errors, "rollout_tokens": no_tokens})
         return out
 
     def _concat(self, spec: TableSpec, frames: list[pl.DataFrame], rec_rows: _RowsByKey,

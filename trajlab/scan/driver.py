@@ -9,6 +9,7 @@ the merged tables, and :mod:`trajlab.scan.summary` writes the summary and ``mani
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import time
@@ -28,7 +29,7 @@ from trajlab.outpaths import begin_write, end_write, prepare_out_dir, remove_sta
 from trajlab.ownfiles import marked_json
 from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
 from trajlab.scan.ids import file_digest
-from trajlab.scan.options import ScanOptions, WorkerOptions, worker_options
+from trajlab.scan.options import DEFAULT_CONTROL_PROB, ScanOptions, WorkerOptions, worker_options
 from trajlab.scan.parts import PARTS_DIR, merge_parts, unit_name
 from trajlab.scan.plan import IN_PROCESS_BYTES, UNIT_BYTES, FileEntry, chunk_bytes_or_default, file_key, units
 from trajlab.scan.summary import ScanSummary, manifest, summarise
@@ -91,7 +92,7 @@ def scan(
                 continue
             key, size = file_key(p, rel, fmt, fp, found[rel].run)
             tasks = plan_tasks(p, rel, fmt, chunk_bytes_or_default(chunk_bytes), run=found[rel].run,
-                               inner=found[rel].inner)
+                               inner=found[rel].inner, tokenizer=opts.tokenizer)
             entries.append(FileEntry(p, rel, fmt, size, key, tasks))
 
         total_bytes = sum(e.size for e in entries)
@@ -135,10 +136,12 @@ def scan(
         out.mkdir(parents=True, exist_ok=True)
         keep.sort(key=lambda e: (min((s["min_step"] for s in e.stats if s.get("min_step") is not None), default=1 << 62), e.rel))
         mkey = merge_key(keep, errors)
+        if request.control_prob != DEFAULT_CONTROL_PROB:  # steps depend on it: another value is another merge
+            mkey = hashlib.sha1(f"{mkey}\ncontrol_prob={request.control_prob!r}".encode()).hexdigest()
         if not incremental or previous_merge_key(out) != mkey:  # else every table already holds exactly these parts
             begin_write(out)  # a kill from here to the manifest leaves a marker that readers refuse
             merge_parts(keep, parts_root, out, errors, progress)
-            write_table(STEPS, steps_table(out), table_path(out, "steps"))
+            write_table(STEPS, steps_table(out, control_prob=request.control_prob), table_path(out, "steps"))
         prune_parts(parts_root, {e.key for e in entries} | {s["unit"] for e in entries for s in e.stats})
         steps = pq.read_table(table_path(out, "steps"))
         summary = summarise(out, keep, steps, time.perf_counter() - t0, rollout_n=opts.rollout_n)
@@ -152,6 +155,8 @@ def scan(
             "engine": opts.engine,
             "runs": {k: str(v) for k, v in (runs or {}).items()},
             **({"rollout_n": opts.rollout_n} if opts.rollout_n else {}),
+            "tokenizer": request.tokenizer,
+            "control_prob": request.control_prob,
         }
         atomic_write_json(out / "manifest.json", marked_json("scan manifest", manifest(
             entries, summary, options=recorded, rules_dirs=rdirs, merge_key=mkey)))

@@ -6,9 +6,11 @@ import hashlib
 from pathlib import Path
 
 
-def trajectory_id(rel: str, line: int, file_digest: str) -> str:
-    """Stable id of a record: its file (relative to the scanned root), its line and the file's content hash."""
-    return hashlib.sha1(f"{rel}\n{line}\n{file_digest}".encode("utf-8", "surrogatepass")).hexdigest()[:20]
+def trajectory_id(rel: str, line: int, file_digest: str, sample: int | None = None) -> str:
+    """Stable id of a record: its file (relative to the scanned root), its line and the file's content hash
+    (and the sample's index within the line, for sources that hold several samples per line)."""
+    key = f"{rel}\n{line}\n{file_digest}" + ("" if sample is None else f"\n{sample}")
+    return hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
 def file_digest(path: str | Path) -> str:

@@ -38,6 +38,8 @@ def resolve_engine(name: str | None) -> str:
 
 #: layout of the part files and ids (bumped when done.json or trajectory_id change)
 PARTS_LAYOUT = 5
+#: default of :attr:`ScanOptions.control_prob`
+DEFAULT_CONTROL_PROB = 0.5
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,10 @@ class ScanOptions:
         runs: ``{NAME: PATH}`` (``--run NAME=PATH``): every file under PATH belongs to run NAME; a PATH outside
             the scanned paths is scanned too. Other files get the run their directory names
             (:mod:`trajlab.ingest.runs`).
+        tokenizer: decodes the token ids of sources that log them (NeMo-RL): a tokenizer directory or an alias
+            (``qwen3.5``, ``qwen3``); None or ``auto``: the built-in tokenizer that fits the ids.
+        control_prob: ``steps.control_low_prob_share`` counts sampled control tokens whose inference
+            probability is below this (0 < p <= 1).
     """
 
     tools: str | Path | list[dict[str, Any]] | None = None
@@ -75,6 +81,8 @@ class ScanOptions:
     engine: str | None = None
     runs: Mapping[str, str | Path] = field(default_factory=dict)
     rollout_n: int | None = None
+    tokenizer: str | None = None
+    control_prob: float = DEFAULT_CONTROL_PROB
 
     def __post_init__(self) -> None:
         from trajlab import toolcalls
@@ -98,6 +106,12 @@ class ScanOptions:
         put(self, "tool_format", fmt)
         put(self, "input_format", validate_format_name(self.input_format))
         resolve_engine(self.engine)  # an unknown engine is refused here, not in a worker
+        cp = self.control_prob
+        if isinstance(cp, bool) or not isinstance(cp, (int, float)) or not 0.0 < cp <= 1.0:
+            raise InputError(f"{param('control_prob')} {cp!r}: must be a probability in (0, 1]")
+        put(self, "control_prob", float(cp))
+        put(self, "tokenizer", None if self.tokenizer in ("auto", "") else (
+            None if self.tokenizer is None else str(self.tokenizer)))
 
 
 @dataclass
@@ -112,6 +126,7 @@ class WorkerOptions:
     #: engine writes the same bytes
     engine: str = "auto"
     rollout_n: int | None = None  # --rollout-n: text groups become runs of N consecutive records
+    tokenizer: str | None = None  # decodes sources that log token ids (None: auto)
 
     def fingerprint(self) -> str:
         blob = json.dumps(
@@ -125,6 +140,7 @@ class WorkerOptions:
                 "tools": self.tools,
                 "input_format": self.input_format,
                 **({"rollout_n": self.rollout_n} if self.rollout_n else {}),
+                **({"tokenizer": self.tokenizer} if self.tokenizer else {}),
             },
             sort_keys=True,
         )
@@ -160,4 +176,4 @@ def worker_options(options: ScanOptions) -> WorkerOptions:
     tool_list = load_tools_file(tools) if isinstance(tools, (str, Path)) else tools
     return WorkerOptions(tool_format=options.tool_format, tools=tool_list, rules_dirs=options.rules_dirs,
                          input_format=options.input_format, engine=resolve_engine(options.engine),
-                         rollout_n=options.rollout_n)
+                         rollout_n=options.rollout_n, tokenizer=options.tokenizer)

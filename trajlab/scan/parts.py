@@ -31,6 +31,7 @@ from trajlab.tables import (
     CALLS,
     FINDINGS,
     INGEST_ERRORS,
+    ROLLOUT_TOKENS,
     TRAJECTORIES,
     TURNS,
     TableSpec,
@@ -40,10 +41,10 @@ from trajlab.tables import (
 )
 
 #: the tables every range produces (``steps`` is aggregated from the merged tables)
-PART_TABLES: tuple[TableSpec, ...] = (TRAJECTORIES, TURNS, CALLS, FINDINGS, INGEST_ERRORS)
+PART_TABLES: tuple[TableSpec, ...] = (TRAJECTORIES, TURNS, CALLS, FINDINGS, INGEST_ERRORS, ROLLOUT_TOKENS)
 PARTS_DIR = ".parts"
 #: rows per row group of each merged table (fixed, so output bytes do not depend on how input was chunked)
-ROW_GROUP_ROWS = {"trajectories": 2048, "turns": 16384}
+ROW_GROUP_ROWS = {"trajectories": 2048, "turns": 16384, "rollout_tokens": 262144}
 DEFAULT_ROW_GROUP_ROWS = 65536
 
 

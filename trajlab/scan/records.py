@@ -34,7 +34,8 @@ def record_loop(task: FileTask, opts: WorkerOptions, digest: str) -> dict[str, p
             errs.append((item.source_path, item.line, item.reason))
             continue
         try:
-            record_rows(item, opts, rows, trajectory_id(task.rel, item.source_line, digest), dumps_extra(item.extra))
+            record_rows(item, opts, rows, trajectory_id(task.rel, item.source_line, digest, item.sample),
+                        dumps_extra(item.extra))
         except Exception as e:  # the classifier never raises by contract; keep going if it ever does
             errs.append((task.rel, item.source_line,
                          f"internal error while classifying (please report): {type(e).__name__}: {e}"))
@@ -58,6 +59,11 @@ def record_rows(rec: RawTrajectory, opts: WorkerOptions, rows: Rows, traj_id: st
             turn_rows(traj_id, turn.index, turn.char_start, ta, rec.step, rec.split, rows["calls"], rows["findings"])
     for note in an.notes:  # e.g. a turn over the per-turn cap: what was counted but not classified
         rows["ingest_errors"].append((rec.source_path, rec.source_line, note))
+    if rec.tokens is not None:  # exact tokens (NeMo-RL): one row per token, and what only the tokens show
+        from trajlab.scan.exact_tokens import fabricated_findings, token_rows
+
+        rows["rollout_tokens"].extend(token_rows(traj_id, rec.tokens, an.tool_format, opts.rules_dirs))
+        rows["findings"].extend(fabricated_findings(traj_id, rec, an, opts.rules_dirs))
 
 
 def turn_rows(traj_id: str, ti: int, off: int, ta: TurnAnalysis, step: int | None, split: str,

@@ -1,5 +1,6 @@
 """``trajlab show --tokens``: the per-token probabilities each checkpoint gave a call's tokens, read from the
-rescore tables and drawn under the call (:func:`token_renderables`)."""
+rescore tables, and for exact-token dumps (NeMo-RL) the probabilities logged at sampling time
+(``rollout_tokens``), drawn under the call (:func:`token_renderables`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,33 @@ def token_label(text: str) -> str:
     return text.replace("\n", "⏎").replace("\t", "⇥") if text.strip() else text.replace("\n", "⏎") or "∅"
 
 
+#: the label of the probabilities a source logged at sampling time (exact-token dumps), shown before checkpoints
+LOGGED = "logged (inference)"
+
+
+def logged_rows(con: Any, tid: str, data: Loaded) -> list[dict[str, Any]]:
+    """The generated tokens of ``rollout_tokens`` for one trajectory, shaped like ``rescore_tokens`` rows (label
+    :data:`LOGGED`; probabilities as the inference engine logged them). Char offsets are the token strings'
+    lengths summed from each turn's start (a character split across tokens is counted once, approximately)."""
+    rows = query_rows(con, "SELECT turn, position, token, logprob FROM rollout_tokens WHERE trajectory_id = ? "
+                           "ORDER BY position", [tid])
+    start = {t["turn_index"]: t["char_start"] for t in data.turns}
+    at: dict[int, int] = {}
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        ti = r["turn"]
+        if ti not in start:
+            continue
+        cs = at.get(ti, start[ti])
+        at[ti] = cs + len(r["token"])
+        if r["logprob"] is None:
+            continue
+        out.append({"checkpoint": LOGGED, "trajectory_id": tid, "turn_index": ti, "position": r["position"],
+                    "token": r["token"], "char_start": cs, "char_end": at[ti], "logprob": r["logprob"],
+                    "top_token": None, "top_prob": None, "control_mass": None, "region": None})
+    return out
+
+
 def token_renderables(out: Path | str, data: Loaded, *,
                       checkpoints: list[str] | None = None, max_rows: int = 8) -> dict[str, list[RenderableType]]:
     """Per call id, what ``--tokens`` adds under the call: for each checkpoint the call's tokens coloured by
@@ -43,10 +71,13 @@ def token_renderables(out: Path | str, data: Loaded, *,
     con = connect(out)
     try:
         views = view_names(con)
-        if "rescore_tokens" not in views:
+        logged = logged_rows(con, tid, data) if "rollout_tokens" in views else []
+        if "rescore_tokens" not in views and not logged:
             raise TrajlabError(f"{out}: no rescore results (rescore/<checkpoint>/tokens.parquet)",
                                hint=f"run `trajlab rescore {shell_word(out)} --ckpt CHECKPOINT` first")
-        rows = query_rows(con, "SELECT * FROM rescore_tokens WHERE trajectory_id = ? ORDER BY checkpoint, position", [tid])
+        rows = (query_rows(con, "SELECT * FROM rescore_tokens WHERE trajectory_id = ? ORDER BY checkpoint, position",
+                           [tid]) if "rescore_tokens" in views else [])
+        rows += logged
         labels = sorted({r["checkpoint"] for r in rows})
         if checkpoints:
             unknown = [c for c in checkpoints if c not in labels]
@@ -59,7 +90,8 @@ def token_renderables(out: Path | str, data: Loaded, *,
                                hint=f"rescore it: trajlab rescore {shell_word(out)} --ckpt CKPT --where "
                                     f"\"trajectory_id = '{tid}'\" "
                                     "(and --tokens all or calls)")
-        order = [lab for lab, _ in checkpoint_order(con, views, labels)]
+        order = ([LOGGED] if LOGGED in labels else []) + [
+            lab for lab, _ in checkpoint_order(con, views, [x for x in labels if x != LOGGED])]
         mal = (query_rows(con, "SELECT * FROM rescore_malformations WHERE trajectory_id = ?", [tid])
                if "rescore_malformations" in views else [])
     finally:
@@ -98,8 +130,9 @@ def token_renderables(out: Path | str, data: Loaded, *,
                     hits = [n for s, e, n in spans if t["char_start"] < e and s < t["char_end"]]
                     tb.add_row(str(t["position"]), escape(repr(t["token"])),
                                Text(f"{probs[i]:.3g}", style=prob_style(probs[i])),
-                               f"{escape(repr(t['top_token']))} ({t['top_prob']:.2f})", f"{t['control_mass']:.2f}",
-                               t["region"], " ".join(f"⟨{n}⟩" for n in hits))
+                               "–" if t["top_token"] is None else f"{escape(repr(t['top_token']))} ({t['top_prob']:.2f})",
+                               "–" if t["control_mass"] is None else f"{t['control_mass']:.2f}",
+                               t["region"] or "", " ".join(f"⟨{n}⟩" for n in hits))
                 parts.append(tb)
             for m in mal:
                 if m["checkpoint"] != lab or m["call_id"] != c["call_id"]:

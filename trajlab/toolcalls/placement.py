@@ -20,6 +20,14 @@ from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex
 
 _SPECIAL_TOKENS = re.compile(r"<\|(?:im_end|endoftext|eot_id|end|im_start|call|return|observation)\|>|<｜end▁of▁sentence｜>")
+#: what starts the environment's part of a conversation, per family (call-formats.md): a chat role header
+#: (ChatML ``<|im_start|>ROLE``, GLM ``<|observation|>``/``<|user|>``, Kimi ``<|im_system|>``/``<|im_user|>``,
+#: harmony's ``<|start|>functions.NAME``) or a tool-response wrapper (``<tool_response>``, DeepSeek's
+#: ``<｜tool▁output▁begin｜>``). After a call, the model writing one has fabricated the tool's reply.
+_ENV_MARKER = re.compile(
+    r"(?P<role><\|im_start\|>[a-z_]*|<\|observation\|>|<\|user\|>|<\|im_system\|>|<\|im_user\|>"
+    r"|<\|start\|>functions\.)"
+    r"|(?P<response><tool_response>|<｜tool▁outputs?▁begin｜>)")
 
 
 def turn_facts(text: str, drafts: list[CallDraft], think: list[tuple[int, int, int, int, int, int]],
@@ -101,6 +109,12 @@ def _text_after(text: str, end: int, think: list[tuple[int, int, int, int, int, 
         e = c_e if c_e >= 0 else ce
         if e > s:
             tail = tail[: s - end] + " " * (e - s) + tail[e - end:]
+    env = _ENV_MARKER.search(tail)
+    if env is not None:  # the model went on to write the environment's part: the tool's reply is made up
+        e = end + len(tail.rstrip())
+        variant = "role_marker" if env.group("role") else "response_tag"
+        return Issue("fabricated_tool_response", variant, end + env.start(), e,
+                     {"marker": snip(env.group(), 40), "text": snip(tail[env.start():].strip(), 50)})
     tail = _SPECIAL_TOKENS.sub(lambda m: " " * len(m.group()), tail)
     core = tail.strip()
     if not core:

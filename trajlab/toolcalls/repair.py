@@ -20,7 +20,7 @@ from trajlab.toolcalls.schema import ToolIndex
 from trajlab.toolcalls.type_checks import intended_value
 
 #: the categories that are about where a call stands, not what it says
-_PLACEMENT = ("text_after_call", "call_inside_think")
+_PLACEMENT = ("text_after_call", "call_inside_think", "fabricated_tool_response")
 
 #: classifies a repaired call text as the pipeline does (``repaired, target, tools, index, rs``): the number of
 #: calls, the arguments of the first, and the categories of its error/warning findings (sorted)
