@@ -147,7 +147,10 @@ def tables_page(specs: Iterable[Any]) -> str:
             f"Every table trajlab writes, schema version {_code(SCHEMA_VERSION)} (`trajlab schema` prints the same; "
             "`trajlab schema --json` as data). Scan tables are `OUT/<table>.parquet`; the rescore tables are in "
             "`OUT/rescore/<checkpoint>/`, the SFT pool tables in the pool directory. `trajlab sql` sees every "
-            "table as a view of the same name.\n\n"
+            "table as a view of the same name. Every table file carries two key-value metadata keys: "
+            "`trajlab.schema_version` and `trajlab.table`, the table's name (a `sql` Parquet export carries only "
+            "`trajlab.table = sql export`); the second marks the file as trajlab's own output, which `scan` and "
+            "`watch` never read back as input (see [what trajlab writes](../guides/disk-guarantees.md)).\n\n"
             f"Tables: {index}.\n\n" + body.rstrip() + "\n")
 
 
