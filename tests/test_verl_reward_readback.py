@@ -47,6 +47,8 @@ def test_scan_reads_the_plugin_keys_back_and_the_report_plots_them(tmp_path: Pat
         assert g["trajectories"] == len(want)
         assert abs(g["format_reward"] - sum(r["format_reward"] for r in want) / len(want)) < 1e-9
         assert g["malformed_calls"] == sum(r["malformed_calls"] for r in want) / len(want)
+        # score is the dump's own column (scan maps it to trajectories.score), averaged like the extras
+        assert abs(g["score"] - sum(r["score"] for r in want) / len(want)) < 1e-9
     assert got[0]["format_reward"] > got[-1]["format_reward"]
     html = report(out, tmp_path / "r.html").read_text(encoding="utf-8")
     assert 'data-chart="reward"' in html and "from the keys trajlab's verl reward plugin wrote" in html

@@ -14,7 +14,8 @@ from trajlab.tables import table_path
 
 #: the keys that mark a record as scored by the plugin (all of them must be present)
 MARKER_KEYS = ("task_score", "format_reward", "malformed_calls")
-#: the keys averaged per step
+#: the keys averaged per step (``score`` is the dump's own column, ``trajectories.score``; the rest come from
+#: ``trajectories.extra``)
 MEAN_KEYS = ("score", "task_score", "format_reward", "tool_calls", "malformed_calls", "verl_dropped_calls")
 
 
@@ -26,14 +27,15 @@ def reward_steps(out: Path | str, *, run: str | None = None, split: str | None =
     path = table_path(out, "trajectories")
     if not Path(path).is_file():
         return []
-    lf = pl.scan_parquet(path).select("run", "split", "step", "extra")
+    lf = pl.scan_parquet(path).select("run", "split", "step", "score", "extra")
     if run is not None:
         lf = lf.filter(pl.col("run") == run)
     if split is not None:
         lf = lf.filter(pl.col("split") == split)
     lf = lf.filter(pl.col("extra").is_not_null() & pl.col("step").is_not_null())
-    cols = [pl.col("extra").str.json_path_match(f"$.{k}").cast(pl.Float64, strict=False).alias(k) for k in MEAN_KEYS]
-    df = lf.with_columns(cols).filter(pl.all_horizontal(pl.col(k).is_not_null() for k in MARKER_KEYS))
+    cols = [pl.col("extra").str.json_path_match(f"$.{k}").cast(pl.Float64, strict=False).alias(k)
+            for k in MEAN_KEYS if k != "score"]
+    df = lf.with_columns(pl.col("score").cast(pl.Float64), *cols).filter(pl.all_horizontal(pl.col(k).is_not_null() for k in MARKER_KEYS))
     agg = (df.group_by(["run", "split", "step"])
            .agg(pl.len().cast(pl.Int64).alias("trajectories"), *[pl.col(k).sort().mean() for k in MEAN_KEYS])
            .sort(["run", "split", "step"]).collect())
