@@ -31,6 +31,7 @@ from trajlab.tables import (
     CALLS,
     FINDINGS,
     INGEST_ERRORS,
+    METRICS,
     SCHEMA_VERSION,
     STEPS,
     TRAJECTORIES,
@@ -41,7 +42,7 @@ from trajlab.tables import (
 #: every table trajlab writes, by name, in documentation order
 ALL_TABLES: dict[str, TableSpec] = {s.name: s for s in (
     # trajlab scan: OUT/<table>.parquet
-    TRAJECTORIES, TURNS, CALLS, FINDINGS, STEPS, INGEST_ERRORS,
+    TRAJECTORIES, TURNS, CALLS, FINDINGS, STEPS, INGEST_ERRORS, METRICS,
     # trajlab rescore: OUT/rescore/<label>/<table>.parquet, then across checkpoints OUT/rescore/<table>.parquet
     TOKENS, SPIKES, TRAJECTORY_SCORES, MALFORMATIONS, CONTROL_STATS, COMPARE, POSITIONS, TOKEN_MASS,
     CALIBRATION, PAIRED, DISCOVERED, DISTRIBUTION,

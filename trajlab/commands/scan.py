@@ -28,6 +28,10 @@ def register(app: typer.Typer) -> None:
         no_progress: bool = opt.no_progress_option(),
         engine: str | None = typer.Option(None, "--engine", help="auto, columnar or records (default: $TRAJLAB_ENGINE, else auto). Same tables either way; the manifest records which engine read each file."),
         run: list[str] = opt.run_paths_option("NAME=PATH: the files under PATH form run NAME (repeatable; PATH is scanned too)."),
+        metrics: list[str] = opt.metrics_option(),
+        lead_metric: str | None = typer.Option(None, "--lead-metric", help="Metric whose breakdown the lead time is measured against (default: the reward, critic/score/mean or critic/rewards/mean)."),
+        lead_direction: str = typer.Option("down", "--lead-direction", help="down: the metric breaks down by falling; up: by rising."),
+        tensorboard: Path | None = opt.tensorboard_option(),
     ) -> None:
         """Scan rollout dumps: classify every tool call and write Parquet tables into OUT.
 
@@ -53,7 +57,9 @@ def register(app: typer.Typer) -> None:
             paths or [],
             out,
             ScanOptions(tools=tools, input_format=input_format, tool_format=tool_format, rules_dirs=tuple(rules),
-                        jobs=jobs, strict=False, incremental=not full, engine=engine, runs=named),
+                        jobs=jobs, strict=False, incremental=not full, engine=engine, runs=named,
+                        metrics=tuple(metrics), lead_metric=lead_metric, lead_direction=lead_direction,
+                        tensorboard=tensorboard),
             progress=not no_progress and not as_json,
         )
         tripped = tripped_runs(summary.steps, fail_above, window) if fail_above is not None else []

@@ -14,6 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from trajlab.metrics.filelog import is_metrics_log
 from trajlab.model import IngestError
 from trajlab.outpaths import output_kind
 
@@ -59,7 +60,8 @@ def find_inputs(
     data-named entry that is not a regular file become errors; hidden entries, trajlab outputs, model checkpoint
     directories (their full shape: ``config.json`` naming a model plus weight files, or verl FSDP rank shards:
     there only dump-named files are read) and model/tokenizer side files (``config.json``,
-    ``tokenizer_config.json``, ...) are counted in ``skipped``. A model file beside dump files never hides them.
+    ``tokenizer_config.json``, ...) and verl's training-metrics logs (:func:`trajlab.metrics.filelog.is_metrics_log`;
+    the scan reads them into its ``metrics`` table) are counted in ``skipped``. A model file beside dump files never hides them.
 
     ``runs`` (``--run NAME=PATH``) name the run of every file under PATH; a PATH not under one of ``paths`` is
     scanned as a root of its own. With several roots each relative name starts with its root's label
@@ -74,6 +76,7 @@ def find_inputs(
     compressed: list[str] = []
     ckpt_dirs: list[str] = []
     side: list[str] = []
+    metrics_logs: list[str] = []
     hidden = 0
     roots: list[Path] = []
     names: list[str | None] = []
@@ -116,6 +119,9 @@ def find_inputs(
 
     for root, label in zip(roots, labels, strict=True):
         if root.is_file():
+            if is_metrics_log(root):
+                metrics_logs.append(root.name)
+                continue
             add(root, root.name, label)
             continue
         shown = display_name(str(root))
@@ -171,6 +177,9 @@ def find_inputs(
                         model and x.name.lower().endswith(".json") and not _DUMP_JSON_NAME.fullmatch(x.name)):
                     side.append(rel)  # a checkpoint's own JSON (trainer_state, results...), never a dump name
                     continue
+                if is_metrics_log(fp):
+                    metrics_logs.append(rel)  # verl's file logger: read into the metrics table, not a dump
+                    continue
                 add(fp, fp.relative_to(root).as_posix(), label)
             stack.extend(reversed(subdirs))
     if ckpt_dirs:
@@ -180,6 +189,9 @@ def find_inputs(
     if side:
         skipped.append(f"{len(side)} model/tokenizer JSON file{'s' if len(side) != 1 else ''} (not trajectory data), "
                        f"e.g. {', '.join(side[:3])}")
+    if metrics_logs:
+        skipped.append(f"{len(metrics_logs)} training-metrics log{'s' if len(metrics_logs) != 1 else ''} (verl's file "
+                       f"logger; read into the metrics table, not as dumps), e.g. {', '.join(metrics_logs[:3])}")
     if hidden:
         skipped.append(f"{hidden} hidden entr{'y' if hidden == 1 else 'ies'} (names starting with '.')")
     if compressed:

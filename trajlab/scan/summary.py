@@ -45,6 +45,12 @@ class ScanSummary:
     #: per file: which engine read it and why the columnar engine did not (``file``, ``engine``, ``fallback``)
     engines: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0
+    #: the trainer's metrics logs read (trajlab.metrics.load.scan_metrics: logs, runs, problems)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    #: per run: when the reward (or --lead-metric) broke down and how far ahead the warning was
+    lead_times: list[dict[str, Any]] = field(default_factory=list)
+    #: event files written with --tensorboard
+    tensorboard: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (``--json``, ``manifest.json``). With one run, the per-step rows do not repeat its name,
