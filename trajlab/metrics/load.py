@@ -79,8 +79,11 @@ def scan_metrics(out: Path, roots: Sequence[Path | str], named: Sequence[tuple[s
     """
     from trajlab.atomic import atomic_write_bytes
 
-    logs, problems = find_logs([Path(r) for r in roots], named)
-    matched = match_runs(logs, run_directories(dumps))
+    dumps = list(dumps)
+    dirs = run_directories(dumps)
+    experiments = {run.rsplit("/", 1)[-1] for run in dirs}
+    logs, problems = find_logs([Path(r) for r in roots], named, experiments)
+    matched = match_runs(logs, dirs)
     key = _fingerprint(matched)
     dest = table_path(out, METRICS.name)
     key_path = out / KEY_FILE

@@ -7,8 +7,10 @@ Two kinds of log are read (:data:`KINDS`):
 * ``tensorboard``: event files (a name containing ``tfevents``), verl's default
   ``tensorboard_log/{project}/{experiment}/events.out.tfevents.*``; its *experiment* is the directory holding it.
 
-Logs are found under the scanned paths (beside the dumps) and under every ``--metrics [NAME=]PATH`` (a log file
-or a directory searched recursively). Each log is matched to a run, first rule that applies:
+Logs are found under the scanned paths (beside the dumps), in verl's default locations relative to the
+directories just above them (``tensorboard_log/<project>/<run>/`` and ``<project>/<run>.jsonl``, for each run of
+the scan: verl writes both relative to its working directory) and under every ``--metrics [NAME=]PATH`` (a log
+file or a directory searched recursively). Each log is matched to a run, first rule that applies:
 
 1. ``--metrics NAME=PATH``: run NAME;
 2. the experiment name equals a run's name, or the last part of it (``exp1`` matches run ``outputs/exp1``);
@@ -85,15 +87,49 @@ def parse_metrics_specs(specs: Iterable[str]) -> list[tuple[str | None, Path]]:
     return out
 
 
-def find_logs(roots: Iterable[Path], named: Iterable[tuple[str | None, Path]] = ()) -> tuple[list[MetricsLog], list[str]]:
-    """Every metrics log under ``roots`` (the scanned paths) and the ``--metrics`` paths, plus problems (a
-    ``--metrics`` path that does not exist or holds no log). A log found twice keeps its ``--metrics`` name."""
+#: how many directories above a scanned path are searched for verl's default log locations
+ANCESTORS = 2
+
+
+def default_locations(roots: Iterable[Path], experiments: Iterable[str]) -> list[tuple[Path, Path]]:
+    """verl's default log locations for the given experiment names, relative to the directories above each
+    scanned path (up to :data:`ANCESTORS`; verl writes them relative to its working directory):
+    ``tensorboard_log/<project>/<experiment>/`` and ``<project>/<experiment>.jsonl``, each as ``(the directory
+    above, the location)``."""
+    names = sorted({e for e in experiments if e and e not in (".", "..") and "/" not in e})
+    out: list[tuple[Path, Path]] = []
+    seen: set[str] = set()
+    for r in roots:
+        base = Path(os.path.abspath(r))
+        base = base if base.is_dir() else base.parent
+        for anc in list(base.parents)[:ANCESTORS]:
+            if str(anc) in seen:
+                continue
+            seen.add(str(anc))
+            try:
+                projects = sorted(d for d in anc.iterdir() if d.is_dir() and not d.name.startswith("."))
+            except OSError:
+                continue
+            tb = anc / "tensorboard_log"
+            tb_projects = sorted(d for d in tb.iterdir() if d.is_dir()) if tb.is_dir() else []
+            for e in names:
+                out += [(anc, d / e) for d in tb_projects if (d / e).is_dir()]
+                out += [(anc, d / f"{e}.jsonl") for d in projects if (d / f"{e}.jsonl").is_file()]
+    return out
+
+
+def find_logs(roots: Iterable[Path], named: Iterable[tuple[str | None, Path]] = (),
+              experiments: Iterable[str] = ()) -> tuple[list[MetricsLog], list[str]]:
+    """Every metrics log under ``roots`` (the scanned paths), in verl's default locations near them for the
+    ``experiments`` (the scan's run names, :func:`default_locations`) and under the ``--metrics`` paths, plus
+    problems (a ``--metrics`` path that does not exist or holds no log). A log found twice keeps its
+    ``--metrics`` name."""
     from trajlab.outpaths import output_kind
 
     found: dict[str, MetricsLog] = {}
     problems: list[str] = []
 
-    def walk(root: Path, name: str | None, explicit: bool) -> int:
+    def walk(root: Path, name: str | None, explicit: bool, base: Path | None = None) -> int:
         n = 0
         if root.is_file():
             kind = log_kind(root)
@@ -101,7 +137,7 @@ def find_logs(roots: Iterable[Path], named: Iterable[tuple[str | None, Path]] = 
                 if explicit:
                     problems.append(f"--metrics {root}: not a verl file-logger log or a TensorBoard event file")
                 return 0
-            add(root, kind, root.name, name)
+            add(root, kind, root.relative_to(base).as_posix() if base else root.name, name)
             return 1
         for d, dirs, files in os.walk(root, followlinks=False):
             dp = Path(d)
@@ -112,7 +148,10 @@ def find_logs(roots: Iterable[Path], named: Iterable[tuple[str | None, Path]] = 
                 fp = dp / fn
                 kind = log_kind(fp)
                 if kind is not None and fp.is_file():
-                    add(fp, kind, fp.relative_to(root).as_posix(), name, label=root.name)
+                    if base is not None:
+                        add(fp, kind, fp.relative_to(base).as_posix(), name)
+                    else:
+                        add(fp, kind, fp.relative_to(root).as_posix(), name, label=root.name)
                     n += 1
         return n
 
@@ -128,10 +167,12 @@ def find_logs(roots: Iterable[Path], named: Iterable[tuple[str | None, Path]] = 
         shown = f"{label}/{rel}" if label else rel
         found[key] = MetricsLog(fp, kind, shown, _experiment(fp, kind), name)
 
+    roots = [Path(r) for r in roots]
     for r in roots:
-        r = Path(r)
         if r.exists() and output_kind(r) is None:
             walk(r, None, False)
+    for anc, p in default_locations(roots, experiments):
+        walk(p, None, False, base=anc)
     for name, p in named:
         if not p.exists():
             problems.append(f"--metrics {(name + '=') if name else ''}{p}: path does not exist")
