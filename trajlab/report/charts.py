@@ -379,3 +379,10 @@ def _pct_label(v: float) -> str:
     if v != v:
         return ""
     return f"{v:.1%}" if v < 0.1 else f"{v:.0%}"
+
+
+# public names for the chart modules beside this one (trajlab.report.training)
+RC = _RC
+pyplot = _plt
+mark_warning = _mark_warning
+pct_axis = _pct_axis
