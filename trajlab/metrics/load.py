@@ -90,13 +90,13 @@ def scan_metrics(out: Path, roots: Sequence[Path | str], named: Sequence[tuple[s
     old = key_path.read_text(encoding="utf-8") if key_path.is_file() else None
     rows_by_log: list[int] = []
     if old is not None and dest.is_file() and old.split("\n", 1)[0] == key:
-        report = json.loads(old.split("\n", 1)[1])
-        return dict(report)
+        cached: dict[str, Any] = json.loads(old.split("\n", 1)[1])
+        return cached
     rows: list[dict[str, Any]] = []
     for m in matched:
-        r, p = read_log(m)
-        rows += r
-        rows_by_log.append(len(r))
+        got, p = read_log(m)
+        rows += got
+        rows_by_log.append(len(got))
         problems += p
     write_table(METRICS, rows, dest)
     names: dict[str, set[str]] = {}

@@ -74,7 +74,7 @@ def _experiment(path: Path, kind: str) -> str:
     return path.parent.name if kind == "tensorboard" else path.name.rsplit(".", 1)[0]
 
 
-def parse_metrics_specs(specs: Iterable[str]) -> list[tuple[str | None, Path]]:
+def parse_metrics_specs(specs: Iterable[str | Path]) -> list[tuple[str | None, Path]]:
     """``--metrics`` values as ``(run name or None, path)``: ``NAME=PATH`` names the run, a bare PATH does not (a
     PATH that exists as written is taken whole, even with a ``=`` in it)."""
     out: list[tuple[str | None, Path]] = []

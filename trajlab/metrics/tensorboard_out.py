@@ -100,7 +100,7 @@ def write_scalars(dest: Path | str, steps: Sequence[dict[str, Any]],
     for r in steps:
         by_run.setdefault(r.get("run") or "", []).append(r)
     targets = {run: run_file(dest, run or dest.name) for run in sorted(by_run)}
-    for run, path in targets.items():
+    for path in targets.values():
         if path.exists() and (not path.is_file() or path.is_symlink() or file_writer(path) != TRAJLAB_WRITER):
             raise InputError(f"--tensorboard: {path} exists and was not written by trajlab; not replacing it",
                              hint="move that file away or name another --tensorboard directory")

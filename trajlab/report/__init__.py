@@ -90,37 +90,14 @@ def report(out: Path | str, output_html: Path | str, options: ReportOptions | No
                 xs = [c["step"] if have else i for i, c in enumerate(d.checkpoints)]
                 figs["log_odds"] = charts.log_odds_chart(xs, [c["checkpoint"] for c in d.checkpoints], d.log_odds,
                                                          have)  # fmt: skip
-    add_training_panels(data, figs, out, opts.metrics)
+    from trajlab.report.training import add_panels
+
+    add_panels(data, figs, out, opts.metrics)
     name = Path(out).resolve().name
     doc = page(data, figs, title=title or f"trajlab report: {name}", version=__version__)
     atomic_write_bytes(dest, doc.encode("utf-8"))
     os.chmod(dest, default_file_mode())  # the atomic write's temp file is 0600; a report is meant to be shared
     return dest
-
-
-def add_training_panels(data: object, figs: dict[str, str], out: Path | str, wanted: tuple[str, ...]) -> None:
-    """The training-metrics panel of every run with metrics (:mod:`trajlab.report.training`) into ``data`` and
-    ``figs``; the lead times are the scan's (``manifest.json``)."""
-    import pyarrow.parquet as pq
-
-    from trajlab.report.training import collect_training, training_chart
-    from trajlab.tables import table_path
-    from trajlab.trends import run_warnings
-
-    steps = pq.read_table(table_path(out, "steps")).to_pylist()
-    warnings = run_warnings(steps)
-    by_run: dict[str, list[dict[str, object]]] = {}
-    for run, w in warnings.items():
-        rows = [r for r in steps if r["run"] == run and r["step"] is not None]
-        splits = {r["split"] for r in rows}
-        main = (w or {}).get("split") or ("train" if "train" in splits else
-                                          max(sorted(splits), key=lambda s: sum(r["split"] == s for r in rows), default=None))
-        by_run[run] = sorted((r for r in rows if r["split"] == main), key=lambda r: r["step"])
-    lead = (getattr(data, "manifest", {}) or {}).get("summary", {}).get("lead_times") or []
-    panels = collect_training(out, by_run, wanted, lead)
-    data.training = panels  # type: ignore[attr-defined]
-    for i, p in enumerate(panels):
-        figs[f"training_{i}"] = training_chart(p, (warnings.get(p["run"]) or {}).get("step"))
 
 
 from trajlab._callable import make_module_callable  # noqa: E402

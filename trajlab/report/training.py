@@ -13,7 +13,10 @@ import html
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trajlab.report.data import ReportData
 
 #: default panel rows: a label and the metric names tried in order (the first one the run logged is drawn)
 DEFAULT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -147,3 +150,28 @@ def training_section(panels: Sequence[dict[str, Any]], charts: dict[str, str]) -
             parts.append(f'<figure class="chart" data-chart="{e(key)}">{charts[key]}<figcaption>{cap}'
                          "</figcaption></figure>")
     return "\n".join(parts)
+
+
+def add_panels(data: ReportData, figs: dict[str, str], out: Path | str, wanted: Sequence[str] = ()) -> None:
+    """The panel of every run with metrics into ``data.training`` and its chart into ``figs`` (``training_<i>``);
+    each run's steps of its main split from the scan's ``steps`` table, the lead times from ``manifest.json``."""
+    import pyarrow.parquet as pq
+
+    from trajlab.tables import table_path
+    from trajlab.trends import run_warnings
+
+    steps = pq.read_table(table_path(out, "steps")).to_pylist()
+    warnings = run_warnings(steps)
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for run, w in warnings.items():
+        rows = [r for r in steps if r["run"] == run and r["step"] is not None]
+        count: dict[str, int] = {}
+        for r in rows:
+            count[r["split"]] = count.get(r["split"], 0) + 1
+        ordered = sorted(count.items(), key=lambda kv: (-kv[1], kv[0]))
+        main = str((w or {}).get("split") or ("train" if "train" in count else (ordered[0][0] if ordered else "")))
+        by_run[run] = sorted((r for r in rows if r["split"] == main), key=lambda r: int(r["step"]))
+    lead = (data.manifest or {}).get("summary", {}).get("lead_times") or []
+    data.training = collect_training(out, by_run, wanted, lead)
+    for i, p in enumerate(data.training):
+        figs[f"training_{i}"] = training_chart(p, (warnings.get(p["run"]) or {}).get("step"))
