@@ -138,3 +138,22 @@ def test_report_shows_the_training_panel(scanned, tmp_path: Path) -> None:
     d = run_chromium(page, tmp_path, "--dump-dom")
     ready = re.search(r'data-charts-ready="(\d+)"', d.stdout)
     assert ready and int(ready.group(1)) == len(p.charts) and js_problems(d, d.stdout) == []
+
+
+def test_watch_writes_trajlab_scalars_for_tensorboard(tmp_path: Path) -> None:
+    from helpers.scan_runs import make_run
+
+    from trajlab.metrics.tfevents import read_scalars
+    from trajlab.watch import WatchOptions, watch
+
+    run = make_run(tmp_path / "in" / "exp", steps=24, rot_from=14)
+    tb = tmp_path / "tb"
+    result = watch(WatchOptions(paths=[run.parent], out=tmp_path / "out", interval=0.1, publish_every=0.0,
+                                idle_exit=0.3, keep_watching=True, tensorboard=tb))
+    warn = result.summary.runs[0]["early_warning"]["step"]
+    (f,) = (tb / "exp" / "trajlab").iterdir()
+    got = {(x.step, x.tag): x.value for x in read_scalars(f)}
+    assert [got[(s, "trajlab/early_warning")] for s in (warn - 1, warn)] == [0.0, 1.0]
+    steps = {r["step"]: r for r in result.summary.steps if r["split"] == "train"}
+    assert all(abs(got[(s, "trajlab/malformed_rate")] - r["malformed_rate"]) < 1e-6 for s, r in steps.items()
+               if r["malformed_rate"] is not None)

@@ -67,6 +67,8 @@ class WatchOptions:
     input_format: str | None = None
     tool_format: str | None = None
     rules_dirs: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()  # --metrics [NAME=]PATH: the trainer's logs, read at every publish
+    tensorboard: Path | None = None  # --tensorboard DIR: trajlab's scalars rewritten at every publish
 
 
 @dataclass
@@ -155,7 +157,8 @@ class Watcher:
             raise InputError(f"{param('fail_above')} {opts.fail_above}: must be a rate between 0 and 1")
         #: what each publish scans with (one worker: watch runs beside training)
         self.scan_request = ScanOptions(tools=opts.tools, input_format=opts.input_format, tool_format=opts.tool_format,
-                                        rules_dirs=tuple(opts.rules_dirs), jobs=1, runs=dict(opts.runs))
+                                        rules_dirs=tuple(opts.rules_dirs), jobs=1, runs=dict(opts.runs),
+                                        metrics=tuple(opts.metrics), tensorboard=opts.tensorboard)
         self.scan_opts: WorkerOptions = worker_options(self.scan_request)
         self.files: dict[str, _File] = {}
         self.trips: list[Trip] = []
