@@ -208,3 +208,21 @@ def test_logs_are_matched_to_runs_by_the_stated_rules(tmp_path: Path) -> None:
     assert (only[0].run, only[0].rule) == ("r", "only run")
     assert parse_metrics_specs(["a=b/c", "plain"]) == [("a", Path("b/c")), (None, Path("plain"))]
     assert sys.version_info >= (3, 10)
+
+
+def test_over_long_line_and_deep_nesting_cost_only_themselves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import trajlab.metrics.filelog as fl
+
+    monkeypatch.setattr(fl, "MAX_LINE_BYTES", 64)
+    p = tmp_path / "exp.jsonl"
+    p.write_bytes(b'{"step":1,"data":{"r":0.5}}\n'
+                  b'{"step":2,"data":{"r":' + b"1" * 500 + b"}}\n"
+                  + b'{"step":3,"data":{"r":' + b"[" * 10 + b"]" * 10 + b"}}\n"
+                  b'{"step":4,"data":{"r":0.25}}\n')
+    bad: list[LogProblem] = []
+    vals = fl.read_file_log(p, bad)
+    assert vals == {(1, "r"): 0.5, (4, "r"): 0.25} and [b.line for b in bad] == [2]
+    deep = tmp_path / "deep.jsonl"
+    deep.write_bytes(b'{"step":1,"data":{"r":' + b"[" * 100000 + b"\n" + b'{"step":2,"data":{"r":1}}\n')
+    bad = []
+    assert read_file_log(deep, bad) == {(2, "r"): 1.0} and [b.line for b in bad] == [1]

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+#: a file-logger line longer than this is skipped (verl's lines are a few KiB)
+MAX_LINE_BYTES = 16 << 20
 #: the keys of a file-logger line (exactly these two)
 RECORD_KEYS = frozenset({"step", "data"})
 
@@ -88,9 +90,16 @@ def read_file_log(path: Path | str, problems: list[LogProblem] | None = None) ->
     out: dict[tuple[int, str], float] = {}
     bad: list[LogProblem] = []
     with open(path, "rb") as f:
-        for i, raw in enumerate(f, 1):
+        i = 0
+        while raw := f.readline(MAX_LINE_BYTES):
+            i += 1
             if i == 1:
                 raw = raw.removeprefix(b"\xef\xbb\xbf")
+            if len(raw) >= MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while (more := f.readline(MAX_LINE_BYTES)) and not more.endswith(b"\n"):
+                    pass  # the rest of an over-long line: skipped without holding it
+                bad.append(LogProblem(i, f"line longer than {MAX_LINE_BYTES >> 20} MiB; skipped"))
+                continue
             if not raw.strip():
                 continue
             try:

@@ -20,12 +20,13 @@ remembered per tag. Histograms, images, text and graphs are skipped. Non-finite 
 from __future__ import annotations
 
 import math
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from trajlab.metrics.tfrecord import FrameProblem, frame, read_records
+from trajlab.metrics.tfrecord import FrameProblem, frame, read_file_records, read_records
 
 FILE_VERSION = "brain.Event:2"
 #: the ``source_metadata.writer`` of the event files trajlab writes (how a rewrite knows the file is its own)
@@ -224,17 +225,18 @@ def decode_event(buf: bytes, plugins: dict[str, bool]) -> tuple[int, float, list
 def read_scalars(path: Path | str, problems: list[FrameProblem] | None = None) -> list[Scalar]:
     """Every scalar of one event file, in file order. A record that does not decode is skipped and reported in
     ``problems``; a damaged or cut-off tail costs only itself (:func:`trajlab.metrics.tfrecord.read_records`)."""
-    buf = Path(path).read_bytes()
     plugins: dict[str, bool] = {}
     out: list[Scalar] = []
     offset_problems: list[FrameProblem] = []
-    for rec in read_records(buf, offset_problems):
-        try:
-            step, wall, values, _ = decode_event(rec, plugins)
-        except (DecodeError, struct.error, UnicodeDecodeError) as e:
-            offset_problems.append(FrameProblem(-1, f"event does not decode: {e}"))
-            continue
-        out.extend(Scalar(step, tag, value, wall) for tag, value in values)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        for rec in read_file_records(f, size, offset_problems):
+            try:
+                step, wall, values, _ = decode_event(rec, plugins)
+            except (DecodeError, struct.error, UnicodeDecodeError) as e:
+                offset_problems.append(FrameProblem(-1, f"event does not decode: {e}"))
+                continue
+            out.extend(Scalar(step, tag, value, wall) for tag, value in values)
     if problems is not None:
         problems.extend(offset_problems)
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 _POLY = 0x82F63B78  # CRC-32C (Castagnoli), reflected
 
@@ -89,3 +90,37 @@ def read_records(buf: bytes, problems: list[FrameProblem] | None = None) -> Iter
         else:
             yield data
         pos = end + 4
+
+
+def read_file_records(f: BinaryIO, size: int, problems: list[FrameProblem] | None = None) -> Iterator[bytes]:
+    """:func:`read_records` over an open file of ``size`` bytes, one record in memory at a time."""
+    pos = 0
+    while pos < size:
+        head = f.read(12)
+        if len(head) < 12:
+            if problems is not None:
+                problems.append(FrameProblem(pos, f"cut off: {len(head)} trailing bytes, no complete record header"))
+            return
+        (length,) = struct.unpack("<Q", head[:8])
+        if struct.unpack("<I", head[8:])[0] != masked_crc(head[:8]):
+            if problems is not None:
+                problems.append(FrameProblem(pos, "damaged record header (length checksum mismatch); the rest of "
+                                                  "the file is not read"))
+            return
+        if pos + 12 + length + 4 > size:
+            if problems is not None:
+                problems.append(FrameProblem(pos, f"cut off: record of {length} bytes, only "
+                                                  f"{max(0, size - pos - 12)} present (the writer stopped mid-record)"))
+            return
+        data = f.read(length)
+        tail = f.read(4)
+        if len(data) != length or len(tail) != 4:
+            if problems is not None:
+                problems.append(FrameProblem(pos, "cut off while reading (the file shrank)"))
+            return
+        if struct.unpack("<I", tail)[0] != masked_crc(data):
+            if problems is not None:
+                problems.append(FrameProblem(pos, "record data checksum mismatch; record skipped"))
+        else:
+            yield data
+        pos += 16 + length

@@ -97,7 +97,7 @@ def training_chart(panel: dict[str, Any], warn_step: int | None) -> str:
         ax.plot([s["step"] for s in st], rate, color=PALETTE[1], linewidth=1.8, label="malformed calls")
         pct_axis(ax, top=max(0.05, max(rate, default=0.0) * 1.12))
         ax.set_ylabel("malformed\n(% of calls)")
-        ax.set_title(f"Training metrics beside the malformed-call rate: {panel['run']}", loc="left")
+        ax.set_title(plain(f"Training metrics beside the malformed-call rate: {panel['run']}"), loc="left")
         mark_warning(ax, warn_step)
         for i, (name, pts) in enumerate(metrics.items(), 1):
             a = axes[i]
@@ -118,11 +118,16 @@ def training_chart(panel: dict[str, Any], warn_step: int | None) -> str:
         return to_svg(fig)
 
 
+def plain(text: str) -> str:
+    """Text matplotlib draws as written (a ``$`` would start its math mode)."""
+    return text.replace("$", r"\$")
+
+
 def _wrap(name: str, width: int = 18) -> str:
     if len(name) <= width or "/" not in name:
-        return name
+        return plain(name)
     head, _, tail = name.rpartition("/")
-    return f"{head}/\n{tail}"
+    return plain(f"{head}/\n{tail}")
 
 
 def training_section(panels: Sequence[dict[str, Any]], charts: dict[str, str]) -> str:
