@@ -226,3 +226,34 @@ def test_over_long_line_and_deep_nesting_cost_only_themselves(tmp_path: Path, mo
     deep.write_bytes(b'{"step":1,"data":{"r":' + b"[" * 100000 + b"\n" + b'{"step":2,"data":{"r":1}}\n')
     bad = []
     assert read_file_log(deep, bad) == {(2, "r"): 1.0} and [b.line for b in bad] == [1]
+
+
+def test_tensor_encoded_scalars_of_other_writers(tmp_path: Path) -> None:
+    """Events built with TensorBoard's own protobuf classes: a double in ``tensor_content`` (TF2-style), a
+    bfloat16 in ``half_val``, an int64, and a one-element tensor of the histograms plugin (not a scalar)."""
+    pytest.importorskip("tensorboard")
+    import numpy as np
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+
+    def value(tag: str, t: tensor_pb2.TensorProto, plugin: str | None = None) -> summary_pb2.Summary.Value:
+        v = summary_pb2.Summary.Value(tag=tag, tensor=t)
+        if plugin:
+            v.metadata.plugin_data.plugin_name = plugin
+        return v
+
+    events = [event_pb2.Event(wall_time=1.0, file_version="brain.Event:2")]
+    for step in (1, 2):
+        events.append(event_pb2.Event(wall_time=2.0, step=step, summary=summary_pb2.Summary(value=[
+            value("dbl", tensor_pb2.TensorProto(dtype=types_pb2.DT_DOUBLE,
+                                                tensor_content=np.float64(0.1 * step).tobytes()),
+                  "scalars" if step == 1 else None),
+            value("bf16", tensor_pb2.TensorProto(dtype=types_pb2.DT_BFLOAT16, half_val=[0x3FC0])),
+            value("i64", tensor_pb2.TensorProto(dtype=types_pb2.DT_INT64, int64_val=[-3 * step])),
+            value("hist", tensor_pb2.TensorProto(dtype=types_pb2.DT_DOUBLE, double_val=[5.0]),
+                  "histograms" if step == 1 else None),
+        ])))
+    f = tmp_path / "events.out.tfevents.x"
+    f.write_bytes(b"".join(frame(e.SerializeToString()) for e in events))
+    got = {(x.step, x.tag): x.value for x in read_scalars(f)}
+    assert got == {(1, "dbl"): 0.1, (2, "dbl"): 0.2, (1, "bf16"): 1.5, (2, "bf16"): 1.5,
+                   (1, "i64"): -3.0, (2, "i64"): -6.0}  # the histograms tag stays out, also without metadata
