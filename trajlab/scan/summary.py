@@ -16,7 +16,7 @@ from trajlab.ingest import display_name
 from trajlab.rulepacks import rules_hash
 from trajlab.scan.parts import PART_TABLES
 from trajlab.scan.plan import FileEntry
-from trajlab.tables import SCHEMA_VERSION, STEPS, table_path
+from trajlab.tables import METRICS, SCHEMA_VERSION, STEPS, table_path
 from trajlab.trends import first_warning, recent_rate, run_summaries, run_warnings
 
 
@@ -162,7 +162,7 @@ def manifest(entries: list[FileEntry], summary: ScanSummary, *, options: dict[st
             }
             for e in entries
         ],
-        "tables": {s.name: f"{s.name}.parquet" for s in (*PART_TABLES, STEPS)},
+        "tables": {s.name: f"{s.name}.parquet" for s in (*PART_TABLES, STEPS, METRICS)},
         "merge_key": merge_key,
         "summary": {k: v for k, v in summary.to_dict().items() if k not in ("steps", "elapsed_s", "files_reused", "engines")},
     }
