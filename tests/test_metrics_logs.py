@@ -257,3 +257,26 @@ def test_tensor_encoded_scalars_of_other_writers(tmp_path: Path) -> None:
     got = {(x.step, x.tag): x.value for x in read_scalars(f)}
     assert got == {(1, "dbl"): 0.1, (2, "dbl"): 0.2, (1, "bf16"): 1.5, (2, "bf16"): 1.5,
                    (1, "i64"): -3.0, (2, "i64"): -6.0}  # the histograms tag stays out, also without metadata
+
+
+def test_default_locations_near_the_dumps_and_ambiguity(tmp_path: Path) -> None:
+    """verl's defaults relative to its working directory W: W/tensorboard_log/<project>/<exp>/ and
+    W/<project>/<exp>.jsonl; the same experiment name under two projects is taken from neither."""
+    from trajlab.metrics.tfevents import event_file_bytes
+
+    work = tmp_path / "W"
+    (work / "outputs" / "exp1" / "rollout").mkdir(parents=True)
+    tb = work / "tensorboard_log" / "proj" / "exp1"
+    tb.mkdir(parents=True)
+    (tb / "events.out.tfevents.1.host").write_bytes(event_file_bytes([(1, "critic/score/mean", 0.5)], 0.0))
+    for proj in ("proj", "other"):
+        (work / "outputs" / proj).mkdir()
+        (work / "outputs" / proj / "exp1.jsonl").write_text('{"step":1,"data":{"a":1}}\n')
+    logs, problems = find_logs([work / "outputs" / "exp1"], experiments=["exp1"])
+    # the event file is trajlab-written (event_file_bytes), so it is skipped as trajlab's own; the JSONL is ambiguous
+    assert logs == [] and len(problems) == 1 and "none taken" in problems[0]
+    (tb / "events.out.tfevents.1.host").write_bytes(frame(b"\x09" + b"\x00" * 8))  # a foreign writer's header
+    (work / "outputs" / "other" / "exp1.jsonl").unlink()
+    logs, problems = find_logs([work / "outputs" / "exp1"], experiments=["exp1"])
+    assert problems == [] and sorted((m.kind, m.rel) for m in logs) == [
+        ("file", "proj/exp1.jsonl"), ("tensorboard", "tensorboard_log/proj/exp1/events.out.tfevents.1.host")]

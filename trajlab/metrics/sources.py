@@ -7,9 +7,10 @@ Two kinds of log are read (:data:`KINDS`):
 * ``tensorboard``: event files (a name containing ``tfevents``), verl's default
   ``tensorboard_log/{project}/{experiment}/events.out.tfevents.*``; its *experiment* is the directory holding it.
 
-Logs are found under the scanned paths (beside the dumps), in verl's default locations relative to the
-directories just above them (``tensorboard_log/<project>/<run>/`` and ``<project>/<run>.jsonl``, for each run of
-the scan: verl writes both relative to its working directory) and under every ``--metrics [NAME=]PATH`` (a log
+Logs are found under the scanned paths (beside the dumps), in verl's default locations near them
+(``tensorboard_log/<project>/<run>/`` in the two directories above a scanned path, ``<project>/<run>.jsonl`` in the
+one just above it, for each run of the scan: verl writes both relative to its working directory; a run name
+found under several projects there is ambiguous and not taken) and under every ``--metrics [NAME=]PATH`` (a log
 file or a directory searched recursively). Each log is matched to a run, first rule that applies:
 
 1. ``--metrics NAME=PATH``: run NAME;
@@ -87,34 +88,47 @@ def parse_metrics_specs(specs: Iterable[str | Path]) -> list[tuple[str | None, P
     return out
 
 
-#: how many directories above a scanned path are searched for verl's default log locations
-ANCESTORS = 2
+#: how many directories above a scanned path are searched for ``tensorboard_log/`` and for file-logger logs
+ANCESTORS = {"tensorboard": 2, "file": 1}
 
 
-def default_locations(roots: Iterable[Path], experiments: Iterable[str]) -> list[tuple[Path, Path]]:
-    """verl's default log locations for the given experiment names, relative to the directories above each
-    scanned path (up to :data:`ANCESTORS`; verl writes them relative to its working directory):
-    ``tensorboard_log/<project>/<experiment>/`` and ``<project>/<experiment>.jsonl``, each as ``(the directory
-    above, the location)``."""
+def default_locations(roots: Iterable[Path], experiments: Iterable[str],
+                      problems: list[str] | None = None) -> list[tuple[Path, Path]]:
+    """verl's default log locations for the given experiment names near the scanned paths (verl writes them
+    relative to its working directory): ``tensorboard_log/<project>/<experiment>/`` in the two directories above
+    each scanned path, ``<project>/<experiment>.jsonl`` in the directory just above it. Each is returned as ``(the
+    directory above, the location)``. An experiment found under several projects is ambiguous: none of its
+    default locations is taken (a line in ``problems`` says so; name the log with ``--metrics RUN=PATH``)."""
     names = sorted({e for e in experiments if e and e not in (".", "..") and "/" not in e})
-    out: list[tuple[Path, Path]] = []
-    seen: set[str] = set()
+    found: dict[tuple[str, str], list[tuple[Path, Path]]] = {}
+    seen: set[tuple[str, str]] = set()
     for r in roots:
         base = Path(os.path.abspath(r))
         base = base if base.is_dir() else base.parent
-        for anc in list(base.parents)[:ANCESTORS]:
-            if str(anc) in seen:
-                continue
-            seen.add(str(anc))
-            try:
-                projects = sorted(d for d in anc.iterdir() if d.is_dir() and not d.name.startswith("."))
-            except OSError:
-                continue
-            tb = anc / "tensorboard_log"
-            tb_projects = sorted(d for d in tb.iterdir() if d.is_dir()) if tb.is_dir() else []
-            for e in names:
-                out += [(anc, d / e) for d in tb_projects if (d / e).is_dir()]
-                out += [(anc, d / f"{e}.jsonl") for d in projects if (d / f"{e}.jsonl").is_file()]
+        for kind, depth in ANCESTORS.items():
+            for anc in list(base.parents)[:depth]:
+                if (kind, str(anc)) in seen:
+                    continue
+                seen.add((kind, str(anc)))
+                top = anc / "tensorboard_log" if kind == "tensorboard" else anc
+                try:
+                    projects = sorted(d for d in top.iterdir() if d.is_dir() and not d.name.startswith("."))
+                except OSError:
+                    continue
+                for e in names:
+                    for d in projects:
+                        loc = d / e if kind == "tensorboard" else d / f"{e}.jsonl"
+                        if loc.is_dir() if kind == "tensorboard" else loc.is_file():
+                            found.setdefault((kind, e), []).append((anc, loc))
+    out: list[tuple[Path, Path]] = []
+    for (kind, e), locs in sorted(found.items()):
+        if len(locs) > 1:
+            if problems is not None:
+                problems.append(f"{len(locs)} {kind} logs named {e!r} in verl's default places "
+                                f"({', '.join(str(loc) for _, loc in locs[:3])}); none taken: name one with "
+                                f"--metrics {e}=PATH")
+            continue
+        out += locs
     return out
 
 
@@ -171,7 +185,7 @@ def find_logs(roots: Iterable[Path], named: Iterable[tuple[str | None, Path]] = 
     for r in roots:
         if r.exists() and output_kind(r) is None:
             walk(r, None, False)
-    for anc, p in default_locations(roots, experiments):
+    for anc, p in default_locations(roots, experiments, problems):
         walk(p, None, False, base=anc)
     for name, p in named:
         if not p.exists():
