@@ -32,6 +32,7 @@ from trajlab.tables import (
     FINDINGS,
     INGEST_ERRORS,
     ROLLOUT_TOKENS,
+    METRICS,
     SCHEMA_VERSION,
     STEPS,
     TRAJECTORIES,
@@ -42,7 +43,7 @@ from trajlab.tables import (
 #: every table trajlab writes, by name, in documentation order
 ALL_TABLES: dict[str, TableSpec] = {s.name: s for s in (
     # trajlab scan: OUT/<table>.parquet
-    TRAJECTORIES, TURNS, CALLS, FINDINGS, STEPS, INGEST_ERRORS, ROLLOUT_TOKENS,
+    TRAJECTORIES, TURNS, CALLS, FINDINGS, STEPS, INGEST_ERRORS, ROLLOUT_TOKENS, METRICS,
     # trajlab rescore: OUT/rescore/<label>/<table>.parquet, then across checkpoints OUT/rescore/<table>.parquet
     TOKENS, SPIKES, TRAJECTORY_SCORES, MALFORMATIONS, CONTROL_STATS, COMPARE, POSITIONS, TOKEN_MASS,
     CALIBRATION, PAIRED, DISCOVERED, DISTRIBUTION,

@@ -28,6 +28,7 @@ from trajlab.ownfiles import PARQUET_KEY
 #: 1.4: trajectories.end_reason (why an output is truncated or has no final answer).
 #:      rollout_tokens (exact tokens of sources that log them); steps.generated_tokens, control_logprob_mean,
 #:      control_low_prob_share, logprob_mismatch, control_logprob_mismatch.
+#:      the metrics table (the trainer's logged metrics per run and step).
 SCHEMA_VERSION = "1.4"
 
 PARQUET_COMPRESSION = "zstd"
@@ -228,8 +229,23 @@ INGEST_ERRORS = TableSpec(
     ("source_path", "line", "reason"),
 )
 
+METRICS = TableSpec(
+    "metrics",
+    "The trainer's own metrics (verl's file logger and TensorBoard event files), one row per run, step, name and "
+    "log; join to steps on (run, step).",
+    (
+        C("run", STR, "the run the log belongs to (see trajlab.metrics.sources for the matching rule)", False),
+        C("step", I64, "training step as logged", False),
+        C("name", STR, "metric name as logged, e.g. critic/score/mean", False),
+        C("value", F64, "the value (NaN where the log has NaN or null; TensorBoard values are float32)"),
+        C("logger", STR, "file (verl's file logger JSON lines) | tensorboard (an event file)", False),
+        C("source", STR, "the log's path (relative to the path it was found under)", False),
+    ),
+    ("run", "step", "name", "logger", "source"),
+)
+
 SCAN_TABLES: dict[str, TableSpec] = {
-    t.name: t for t in (TRAJECTORIES, TURNS, CALLS, FINDINGS, STEPS, INGEST_ERRORS, ROLLOUT_TOKENS)
+    t.name: t for t in (TRAJECTORIES, TURNS, CALLS, FINDINGS, STEPS, INGEST_ERRORS, ROLLOUT_TOKENS, METRICS)
 }
 
 

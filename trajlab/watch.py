@@ -68,6 +68,8 @@ class WatchOptions:
     tool_format: str | None = None
     rules_dirs: tuple[str, ...] = ()
     jobs: int = 1  # worker processes of each publish's scan, as ScanOptions.jobs (0 = one per CPU)
+    metrics: tuple[str, ...] = ()  # --metrics [NAME=]PATH: the trainer's logs, read at every publish
+    tensorboard: Path | None = None  # --tensorboard DIR: trajlab's scalars rewritten at every publish
 
 
 @dataclass
@@ -156,7 +158,8 @@ class Watcher:
             raise InputError(f"{param('fail_above')} {opts.fail_above}: must be a rate between 0 and 1")
         #: what each publish scans with (one worker by default: watch runs beside training)
         self.scan_request = ScanOptions(tools=opts.tools, input_format=opts.input_format, tool_format=opts.tool_format,
-                                        rules_dirs=tuple(opts.rules_dirs), jobs=opts.jobs, runs=dict(opts.runs))
+                                        rules_dirs=tuple(opts.rules_dirs), jobs=opts.jobs, runs=dict(opts.runs),
+                                        metrics=tuple(opts.metrics), tensorboard=opts.tensorboard)
         self.scan_opts: WorkerOptions = worker_options(self.scan_request)
         self.files: dict[str, _File] = {}
         self.trips: list[Trip] = []

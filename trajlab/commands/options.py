@@ -78,6 +78,19 @@ def rollout_n_option() -> Any:
                              "(verl writes a prompt's samples together). Default: group by uid, else by prompt text.")
 
 
+def metrics_option() -> Any:
+    """``--metrics [NAME=]PATH`` (repeatable): the trainer's metrics logs (``scan``, ``watch``)."""
+    return typer.Option([], "--metrics", help="The trainer's metrics: a verl file-logger .jsonl, a TensorBoard event "
+                        "file or a directory of them; NAME=PATH names the run (repeatable). Logs beside the dumps "
+                        "are found without it.")
+
+
+def tensorboard_option() -> Any:
+    """``--tensorboard DIR``: also write trajlab's per-step numbers as TensorBoard scalars (``scan``, ``watch``)."""
+    return typer.Option(None, "--tensorboard", help="Write the malformed rate, per-category rates and the warning "
+                        "as TensorBoard scalars under DIR/<run>/trajlab/ (e.g. verl's tensorboard_log/<project>).")
+
+
 def out_option(default: Any, help: str, **kw: Any) -> Any:
     """``-o/--out``: the path the command writes (a directory or a file, per command)."""
     return typer.Option(default, "-o", "--out", help=help, **kw)

@@ -29,6 +29,9 @@ def register(app: typer.Typer) -> None:
         run: str | None = typer.Option(None, "--run", show_default=False,
                                        help="Run shown by the per-step sections when the scan holds several "
                                             "(default: the largest run with an early warning)."),
+        metric: list[str] = typer.Option([], "--metric", help="A trainer metric drawn in the training panel "
+                                         "(repeatable; NAME/ takes the first metric under it; default: reward, "
+                                         "validation, entropy, response length, turns, probability gap)."),
     ) -> None:
         """Write one self-contained HTML report (opens offline: inline SVG charts, no CDN).
 
@@ -45,7 +48,7 @@ def register(app: typer.Typer) -> None:
 
         html = output if output is not None else out_file  # --output: the old spelling of -o/--out
         options = ReportOptions(title=title, split=split, max_categories=max_categories, top_names=top_names,
-                                examples_per_category=examples, window=window, run=run)
+                                examples_per_category=examples, window=window, run=run, metrics=tuple(metric))
         path = report(out, html, options)
         size = path.stat().st_size
         from pathlib import Path

@@ -31,6 +31,10 @@ def register(app: typer.Typer) -> None:
         rollout_n: int | None = opt.rollout_n_option(),
         tokenizer: str | None = opt.tokenizer_option("Decodes the token ids of dumps that log them (NeMo-RL): a tokenizer directory or qwen3.5 / qwen3 (default: auto, the built-in one that fits)."),
         control_prob: float = typer.Option(0.5, "--control-prob", help="steps.control_low_prob_share counts sampled control tokens below this probability (exact-token dumps)."),
+        metrics: list[str] = opt.metrics_option(),
+        lead_metric: str | None = typer.Option(None, "--lead-metric", help="Metric whose breakdown the lead time is measured against (default: the reward, critic/score/mean or critic/rewards/mean)."),
+        lead_direction: str = typer.Option("down", "--lead-direction", help="down: the metric breaks down by falling; up: by rising."),
+        tensorboard: Path | None = opt.tensorboard_option(),
     ) -> None:
         """Scan rollout dumps: classify every tool call and write Parquet tables into OUT.
 
@@ -57,7 +61,10 @@ def register(app: typer.Typer) -> None:
             out,
             ScanOptions(tools=tools, input_format=input_format, tool_format=tool_format, rules_dirs=tuple(rules),
                         jobs=jobs, strict=False, incremental=not full, engine=engine, runs=named,
-                        rollout_n=rollout_n, tokenizer=tokenizer, control_prob=control_prob),
+                        rollout_n=rollout_n, tokenizer=tokenizer, control_prob=control_prob,
+
+                        metrics=tuple(metrics), lead_metric=lead_metric, lead_direction=lead_direction,
+                        tensorboard=tensorboard),
             progress=not no_progress and not as_json,
         )
         tripped = tripped_runs(summary.steps, fail_above, window) if fail_above is not None else []

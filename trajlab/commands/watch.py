@@ -28,6 +28,8 @@ def register(app: typer.Typer) -> None:
         tool_format: str = opt.tool_format_option(),
         rules: list[Path] = opt.rules_option(),
         jobs: int = opt.jobs_option(1, help="Worker processes of each publish's scan, as in `trajlab scan` (0 = one per CPU; default 1: watch runs beside training)."),
+        metrics: list[str] = opt.metrics_option(),
+        tensorboard: Path | None = opt.tensorboard_option(),
     ) -> None:
         """Follow a live run: scan each new or grown step file as it lands, print one line per step, and trip
         (exit 3, or run --on-trip) when a run's early warning fires or --fail-above is exceeded.
@@ -65,7 +67,7 @@ def register(app: typer.Typer) -> None:
             paths=list(paths or []), out=out, runs=named, interval=interval, fail_above=fail_above, window=window,
             warning=not no_warning_trip, on_trip=on_trip, keep_watching=keep_watching, publish_every=publish_every,
             idle_exit=idle_exit, tools=tools, input_format=input_format, tool_format=tool_format,
-            rules_dirs=tuple(str(r) for r in rules), jobs=jobs,
+            rules_dirs=tuple(str(r) for r in rules), jobs=jobs, metrics=tuple(metrics), tensorboard=tensorboard,
         ), emit=emit, on_trip=tripped)
         console.print(Text(f"stopped ({result.stopped}); {out} holds the scan of everything written so far", style="dim"))
         if result.trips:

@@ -14,6 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from trajlab.metrics.filelog import is_metrics_log
 from trajlab.model import IngestError
 from trajlab.outpaths import output_kind
 from trajlab.ownfiles import SIDECAR_SUFFIX, own_output
@@ -62,7 +63,8 @@ def find_inputs(
     data-named entry that is not a regular file become errors; hidden entries, trajlab outputs, model checkpoint
     directories (their full shape: ``config.json`` naming a model plus weight files, or verl FSDP rank shards:
     there only dump-named files are read) and model/tokenizer side files (``config.json``,
-    ``tokenizer_config.json``, ...) are counted in ``skipped``. A model file beside dump files never hides them.
+    ``tokenizer_config.json``, ...) and verl's training-metrics logs (:func:`trajlab.metrics.filelog.is_metrics_log`;
+    the scan reads them into its ``metrics`` table) are counted in ``skipped``. A model file beside dump files never hides them.
 
     ``runs`` (``--run NAME=PATH``) name the run of every file under PATH; a PATH not under one of ``paths`` is
     scanned as a root of its own. With several roots each relative name starts with its root's label
@@ -78,6 +80,7 @@ def find_inputs(
     ckpt_dirs: list[str] = []
     side: list[str] = []
     owned: list[tuple[str, str]] = []  # (relative name, what trajlab output it is)
+    metrics_logs: list[str] = []
     hidden = 0
     roots: list[Path] = []
     names: list[str | None] = []
@@ -123,6 +126,8 @@ def find_inputs(
             kind = own_output(root)
             if kind is not None:
                 owned.append((display_name(str(root)), kind))
+            elif is_metrics_log(root):
+                metrics_logs.append(root.name)
             else:
                 add(root, root.name, label)
             continue
@@ -184,6 +189,9 @@ def find_inputs(
                 if kind is not None:
                     owned.append((rel, kind))  # trajlab's own output (an export, a copied table): never input
                     continue
+                if is_metrics_log(fp):
+                    metrics_logs.append(rel)  # verl's file logger: read into the metrics table, not a dump
+                    continue
                 add(fp, fp.relative_to(root).as_posix(), label)
             stack.extend(reversed(subdirs))
     if ckpt_dirs:
@@ -198,6 +206,9 @@ def find_inputs(
         skipped.append(f"{len(owned)} file{'s' if len(owned) != 1 else ''} trajlab wrote (its own outputs are never "
                        f"read as input: {', '.join(kinds[:4])}{', ...' if len(kinds) > 4 else ''}), e.g. "
                        + ", ".join(f"{r} ({k})" for r, k in owned[:3]))
+    if metrics_logs:
+        skipped.append(f"{len(metrics_logs)} training-metrics log{'s' if len(metrics_logs) != 1 else ''} (verl's file "
+                       f"logger; read into the metrics table, not as dumps), e.g. {', '.join(metrics_logs[:3])}")
     if hidden:
         skipped.append(f"{hidden} hidden entr{'y' if hidden == 1 else 'ies'} (names starting with '.')")
     if compressed:

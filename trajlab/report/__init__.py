@@ -103,6 +103,9 @@ def report(out: Path | str, output_html: Path | str, options: ReportOptions | No
                 xs = [c["step"] if have else i for i, c in enumerate(d.checkpoints)]
                 figs["log_odds"] = charts.log_odds_chart(xs, [c["checkpoint"] for c in d.checkpoints], d.log_odds,
                                                          have)  # fmt: skip
+    from trajlab.report.training import add_panels
+
+    add_panels(data, figs, out, opts.metrics)
     name = Path(out).resolve().name
     doc = page(data, figs, title=title or f"trajlab report: {name}", version=__version__)
     atomic_write_bytes(dest, doc.encode("utf-8"))

@@ -439,3 +439,10 @@ def reward_chart(steps: Sequence[int], task: Sequence[float | None], fmt: Sequen
         ax.set_ylabel("mean per trajectory")
         ax.legend(loc="best")
         return to_svg(fig)
+
+
+# public names for the chart modules beside this one (trajlab.report.training)
+RC = _RC
+pyplot = _plt
+mark_warning = _mark_warning
+pct_axis = _pct_axis

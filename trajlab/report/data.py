@@ -64,6 +64,7 @@ class ReportData:
     run_categories: dict[str, dict[str, int]] = field(default_factory=dict)  # run -> category -> malformed calls
     runs_window: int = 1  # steps pooled by the runs chart
     manifest_problem: str | None = None  # why manifest.json could not be used (the report is made from the tables)
+    training: list[dict[str, Any]] = field(default_factory=list)  # trajlab.report.training panels, one per run
 
 
 def auto_window(calls_per_step: list[int], target_calls: int = 50) -> int:

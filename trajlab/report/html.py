@@ -15,6 +15,7 @@ import html
 from typing import Any
 
 from trajlab.report.data import Example, ReportData
+from trajlab.report.training import training_section
 
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
        "font-src data:; base-uri 'none'; form-action 'none'")
@@ -440,6 +441,8 @@ def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> 
     nav = ['<a href="#runs">runs</a>'] if len(d.runs) > 1 else []
     nav += ['<a href="#overview">overview</a>', '<a href="#categories">categories</a>',
            '<a href="#names">garbled names</a>', '<a href="#examples">examples</a>']
+    if d.training:
+        nav.append('<a href="#training">training metrics</a>')
     if d.rescore is not None:
         if d.rescore.drift is not None:
             nav.append('<a href="#drift">drift</a>')
@@ -503,6 +506,7 @@ def page(d: ReportData, charts: dict[str, str], *, title: str, version: str) -> 
 <p class="lead">The offending span is highlighted in the text as generated; the repair trajlab proposes is on the
 right. Open the whole trajectory with the command under each example.</p>
 {examples}
+{training_section(d.training, charts)}
 {_drift_section(d, charts)}
 {_rescore_section(d, charts)}
 <p class="muted" style="margin-top:40px">Ask your own questions: <code>trajlab sql {e(d.out)}</code> lists the tables.</p>

@@ -32,8 +32,13 @@ class ReportOptions:
     window: int | None = None
     #: run shown by the per-step sections when the scan holds several (None: the largest run that warned)
     run: str | None = None
+    #: the trainer's metrics drawn in the training panel (names as logged; a name ending in "/" is a prefix;
+    #: empty: reward, validation, entropy, response length, turns and the probability gap, when logged)
+    metrics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "metrics", tuple(str(m) for m in ((self.metrics,) if isinstance(self.metrics, str)
+                                                                    else (self.metrics or ()))))
         if (self.max_categories < 1 or self.top_names < 0 or self.examples_per_category < 0
                 or (self.window is not None and self.window < 1)):
             raise TrajlabError(f"{param('max_categories')} and {param('window')} must be >= 1; {param('top_names')} "

@@ -144,8 +144,10 @@ def scan(
             write_table(STEPS, steps_table(out, control_prob=request.control_prob), table_path(out, "steps"))
         prune_parts(parts_root, {e.key for e in entries} | {s["unit"] for e in entries for s in e.stats})
         steps = pq.read_table(table_path(out, "steps"))
+        metrics_report = training_metrics(out, paths, request, [(f.path, f.run) for f in inputs])
         summary = summarise(out, keep, steps, time.perf_counter() - t0, rollout_n=opts.rollout_n)
         summary.skipped = skipped
+        add_training_metrics(summary, out, steps, request, metrics_report)
         recorded = {
             "tool_format": tool_format,
             "tools": (str(request.tools) if isinstance(request.tools, (str, Path))
@@ -167,6 +169,30 @@ def scan(
                 hint=f"see {table_path(out, 'ingest_errors')}",
             )
         return summary
+
+
+def training_metrics(out: Path, paths: Sequence[str | Path], request: ScanOptions,
+                     dumps: list[tuple[Path, str]]) -> dict[str, Any]:
+    """Read the trainer's metrics logs into ``OUT/metrics.parquet`` (:mod:`trajlab.metrics.load`)."""
+    from trajlab.metrics.load import scan_metrics
+    from trajlab.metrics.sources import parse_metrics_specs
+
+    return scan_metrics(out, [Path(p) for p in paths], parse_metrics_specs(request.metrics), dumps)
+
+
+def add_training_metrics(summary: ScanSummary, out: Path, steps: Any, request: ScanOptions,
+                         report: dict[str, Any]) -> None:
+    """The metrics report and each run's lead time into ``summary``; trajlab's scalars into
+    ``--tensorboard`` when asked."""
+    from trajlab.metrics.load import lead_times
+
+    warnings = {r["run"]: r["early_warning"] for r in summary.runs}
+    summary.metrics = report
+    summary.lead_times = lead_times(out, warnings, metric=request.lead_metric, direction=request.lead_direction)
+    if request.tensorboard is not None:
+        from trajlab.metrics.tensorboard_out import write_scalars
+
+        summary.tensorboard = [str(p) for p in write_scalars(request.tensorboard, steps.to_pylist(), warnings)]
 
 
 def run_tasks(

@@ -68,6 +68,15 @@ class ScanOptions:
             (``qwen3.5``, ``qwen3``); None or ``auto``: the built-in tokenizer that fits the ids.
         control_prob: ``steps.control_low_prob_share`` counts sampled control tokens whose inference
             probability is below this (0 < p <= 1).
+        metrics: the trainer's metrics logs (``--metrics [NAME=]PATH``): verl file-logger JSONL or TensorBoard
+            event files, or directories holding them; ``NAME=`` names the run. Logs under the scanned paths are
+            found without it (:mod:`trajlab.metrics.sources`). Written to the ``metrics`` table.
+        lead_metric: the metric whose breakdown the lead time is measured against (None: the reward,
+            ``critic/score/mean`` or ``critic/rewards/mean``; :mod:`trajlab.metrics.leadtime`).
+        lead_direction: ``down`` (the metric breaks down by falling) or ``up`` (by rising, e.g. a probability
+            gap).
+        tensorboard: also write trajlab's per-step rates and the warning as TensorBoard scalars under this
+            directory (:mod:`trajlab.metrics.tensorboard_out`).
     """
 
     tools: str | Path | list[dict[str, Any]] | None = None
@@ -83,6 +92,10 @@ class ScanOptions:
     rollout_n: int | None = None
     tokenizer: str | None = None
     control_prob: float = DEFAULT_CONTROL_PROB
+    metrics: tuple[str | Path, ...] = ()
+    lead_metric: str | None = None
+    lead_direction: str = "down"
+    tensorboard: str | Path | None = None
 
     def __post_init__(self) -> None:
         from trajlab import toolcalls
@@ -112,6 +125,18 @@ class ScanOptions:
         put(self, "control_prob", float(cp))
         put(self, "tokenizer", None if self.tokenizer in ("auto", "") else (
             None if self.tokenizer is None else str(self.tokenizer)))
+        from trajlab.metrics.leadtime import DIRECTIONS
+
+        put(self, "metrics", tuple(str(m) if isinstance(m, Path) else m for m in (
+            [self.metrics] if isinstance(self.metrics, (str, Path)) else (self.metrics or ()))))
+        if any(not isinstance(m, str) or not m.strip() for m in self.metrics):
+            raise InputError(f"{param('metrics')} takes paths or NAME=PATH strings, got {self.metrics!r}")
+        if self.lead_direction not in DIRECTIONS:
+            raise InputError(f"{param('lead_direction')} {self.lead_direction!r}: choose one of {', '.join(DIRECTIONS)}")
+        if self.lead_metric is not None and (not isinstance(self.lead_metric, str) or not self.lead_metric.strip()):
+            raise InputError(f"{param('lead_metric')} {self.lead_metric!r}: give a metric name, e.g. critic/score/mean")
+        if self.tensorboard is not None:
+            put(self, "tensorboard", Path(self.tensorboard))
 
 
 @dataclass

@@ -16,7 +16,7 @@ from trajlab.ingest import display_name
 from trajlab.rulepacks import rules_hash
 from trajlab.scan.parts import PART_TABLES
 from trajlab.scan.plan import FileEntry
-from trajlab.tables import SCHEMA_VERSION, STEPS, table_path
+from trajlab.tables import METRICS, SCHEMA_VERSION, STEPS, table_path
 from trajlab.trends import first_warning, recent_rate, run_summaries, run_warnings
 
 
@@ -59,6 +59,12 @@ class ScanSummary:
     elapsed_s: float = 0.0
     #: the verl reward plugin's keys found in the dumps (:func:`trajlab.verl.readback.plugin_summary`), or None
     reward_plugin: dict[str, Any] | None = None
+    #: the trainer's metrics logs read (trajlab.metrics.load.scan_metrics: logs, runs, problems)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    #: per run: when the reward (or --lead-metric) broke down and how far ahead the warning was
+    lead_times: list[dict[str, Any]] = field(default_factory=list)
+    #: event files written with --tensorboard
+    tensorboard: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (``--json``, ``manifest.json``). With one run, the per-step rows do not repeat its name,
@@ -206,7 +212,7 @@ def manifest(entries: list[FileEntry], summary: ScanSummary, *, options: dict[st
             }
             for e in entries
         ],
-        "tables": {s.name: f"{s.name}.parquet" for s in (*PART_TABLES, STEPS)},
+        "tables": {s.name: f"{s.name}.parquet" for s in (*PART_TABLES, STEPS, METRICS)},
         "merge_key": merge_key,
         "summary": {k: v for k, v in summary.to_dict().items() if k not in ("steps", "elapsed_s", "files_reused", "engines")},
     }

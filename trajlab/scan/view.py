@@ -275,9 +275,32 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
                           "tool call)", style="dim"))
     elif not warned and s.steps:
         parts.append(Text("early warning: none (no step rises significantly above its earlier baseline)", style="green"))
+    parts += training_lines(s)
     for ex in s.ingest_error_examples[:3]:
         parts.append(Text(f"ingest error: {ex}", style="yellow"))
     return Group(Panel(Group(*parts), title=f"trajlab scan → {s.out}", title_align="left"))
+
+
+def training_lines(s: Any) -> list[Text]:
+    """The trainer's metrics read (how many logs, their problems) and each run's lead time, one line each."""
+    from trajlab.console import literal
+
+    m = getattr(s, "metrics", None) or {}
+    logs = m.get("logs") or []
+    out: list[Text] = []
+    if logs:
+        runs = sorted({x["run"] for x in logs})
+        out.append(Text(literal(f"training metrics: {len(logs)} log{'s' if len(logs) != 1 else ''} for "
+                                f"{', '.join(runs)}" + (f"; unmatched: {', '.join(m['unmatched'])} (name them "
+                                                        "with --metrics RUN=PATH)" if m.get("unmatched") else "")
+                                + (f"; {m['problem_count']} unreadable line(s)/record(s), e.g. "
+                                   f"{m['problems'][0]}" if m.get("problem_count") else "")), style="dim"))
+    for lt in getattr(s, "lead_times", None) or []:
+        who = f"run {lt['run']}: " if len(getattr(s, "runs", [])) > 1 else ""
+        good = lt["lead_steps"] is not None and lt["lead_steps"] > 0
+        out.append(Text.assemble(("lead time: ", "bold"), (literal(who + lt["sentence"]),
+                                                           "green" if good else "")))
+    return out
 
 
 def print_summary(summary: Any, console: Console, category_steps: dict | None = None) -> None:

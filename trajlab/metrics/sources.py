@@ -1,0 +1,239 @@
+"""Where a run's training metrics are on disk, and which run each log belongs to.
+
+Two kinds of log are read (:data:`KINDS`):
+
+* ``file``: verl's file logger, ``{VERL_FILE_LOGGER_ROOT}/{project}/{experiment}.jsonl``
+  (:mod:`trajlab.metrics.filelog`); its *experiment* is the file name without ``.jsonl``;
+* ``tensorboard``: event files (a name containing ``tfevents``), verl's default
+  ``tensorboard_log/{project}/{experiment}/events.out.tfevents.*``; its *experiment* is the directory holding it.
+
+Logs are found under the scanned paths (beside the dumps), in verl's default locations near them
+(``tensorboard_log/<project>/<run>/`` in the two directories above a scanned path, ``<project>/<run>.jsonl`` in the
+one just above it, for each run of the scan: verl writes both relative to its working directory; a run name
+found under several projects there is ambiguous and not taken) and under every ``--metrics [NAME=]PATH`` (a log
+file or a directory searched recursively). Each log is matched to a run, first rule that applies:
+
+1. ``--metrics NAME=PATH``: run NAME;
+2. the experiment name equals a run's name, or the last part of it (``exp1`` matches run ``outputs/exp1``);
+3. the log lies in a run's directory (the deepest one), e.g. ``exp1/tensorboard_log/...`` beside ``exp1/rollout``;
+4. the scan has one run: that run;
+5. no match: the log keeps its experiment name as its run (the scan summary lists it as unmatched).
+
+Hidden entries and trajlab output directories are not searched; event files trajlab itself wrote
+(:mod:`trajlab.metrics.tensorboard_out`) are never read back as training metrics.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from trajlab.metrics.filelog import is_metrics_log
+
+KINDS = ("file", "tensorboard")
+
+
+@dataclass(frozen=True)
+class MetricsLog:
+    """One log: its path, what writes it (``file`` | ``tensorboard``), its shown name, the experiment its layout
+    names and the run given with ``--metrics NAME=PATH`` (or None)."""
+
+    path: Path
+    kind: str
+    rel: str
+    experiment: str
+    named: str | None = None
+
+
+@dataclass(frozen=True)
+class MatchedLog:
+    """A log with the run it belongs to and the rule that decided (``named`` | ``experiment name`` |
+    ``directory`` | ``only run`` | ``unmatched``)."""
+
+    log: MetricsLog
+    run: str
+    rule: str
+
+
+def is_event_file(path: Path) -> bool:
+    """An event file by TensorBoard's own rule: ``tfevents`` in the file name."""
+    return "tfevents" in path.name
+
+
+def log_kind(path: Path) -> str | None:
+    """``tensorboard`` for an event file, ``file`` for a file-logger log, else None."""
+    if is_event_file(path):
+        return "tensorboard"
+    if is_metrics_log(path):
+        return "file"
+    return None
+
+
+def _experiment(path: Path, kind: str) -> str:
+    return path.parent.name if kind == "tensorboard" else path.name.rsplit(".", 1)[0]
+
+
+def parse_metrics_specs(specs: Iterable[str | Path]) -> list[tuple[str | None, Path]]:
+    """``--metrics`` values as ``(run name or None, path)``: ``NAME=PATH`` names the run, a bare PATH does not (a
+    PATH that exists as written is taken whole, even with a ``=`` in it)."""
+    out: list[tuple[str | None, Path]] = []
+    for s in specs:
+        name, sep, path = str(s).partition("=")
+        if sep and name.strip() and path and not Path(s).exists():
+            out.append((name.strip(), Path(path)))
+        else:
+            out.append((None, Path(s)))
+    return out
+
+
+#: how many directories above a scanned path are searched for ``tensorboard_log/`` and for file-logger logs
+ANCESTORS = {"tensorboard": 2, "file": 1}
+
+
+def default_locations(roots: Iterable[Path], experiments: Iterable[str],
+                      problems: list[str] | None = None) -> list[tuple[Path, Path]]:
+    """verl's default log locations for the given experiment names near the scanned paths (verl writes them
+    relative to its working directory): ``tensorboard_log/<project>/<experiment>/`` in the two directories above
+    each scanned path, ``<project>/<experiment>.jsonl`` in the directory just above it. Each is returned as ``(the
+    directory above, the location)``. An experiment found under several projects is ambiguous: none of its
+    default locations is taken (a line in ``problems`` says so; name the log with ``--metrics RUN=PATH``)."""
+    names = sorted({e for e in experiments if e and e not in (".", "..") and "/" not in e})
+    found: dict[tuple[str, str], list[tuple[Path, Path]]] = {}
+    seen: set[tuple[str, str]] = set()
+    for r in roots:
+        base = Path(os.path.abspath(r))
+        base = base if base.is_dir() else base.parent
+        for kind, depth in ANCESTORS.items():
+            for anc in list(base.parents)[:depth]:
+                if (kind, str(anc)) in seen:
+                    continue
+                seen.add((kind, str(anc)))
+                top = anc / "tensorboard_log" if kind == "tensorboard" else anc
+                try:
+                    projects = sorted(d for d in top.iterdir() if d.is_dir() and not d.name.startswith("."))
+                except OSError:
+                    continue
+                for e in names:
+                    for d in projects:
+                        loc = d / e if kind == "tensorboard" else d / f"{e}.jsonl"
+                        if loc.is_dir() if kind == "tensorboard" else loc.is_file():
+                            found.setdefault((kind, e), []).append((anc, loc))
+    out: list[tuple[Path, Path]] = []
+    for (kind, e), locs in sorted(found.items()):
+        if len(locs) > 1:
+            if problems is not None:
+                problems.append(f"{len(locs)} {kind} logs named {e!r} in verl's default places "
+                                f"({', '.join(str(loc) for _, loc in locs[:3])}); none taken: name one with "
+                                f"--metrics {e}=PATH")
+            continue
+        out += locs
+    return out
+
+
+def find_logs(roots: Iterable[Path], named: Iterable[tuple[str | None, Path]] = (),
+              experiments: Iterable[str] = ()) -> tuple[list[MetricsLog], list[str]]:
+    """Every metrics log under ``roots`` (the scanned paths), in verl's default locations near them for the
+    ``experiments`` (the scan's run names, :func:`default_locations`) and under the ``--metrics`` paths, plus
+    problems (a ``--metrics`` path that does not exist or holds no log). A log found twice keeps its
+    ``--metrics`` name."""
+    from trajlab.outpaths import output_kind
+
+    found: dict[str, MetricsLog] = {}
+    problems: list[str] = []
+
+    def walk(root: Path, name: str | None, explicit: bool, base: Path | None = None) -> int:
+        n = 0
+        if root.is_file():
+            kind = log_kind(root)
+            if kind is None:
+                if explicit:
+                    problems.append(f"--metrics {root}: not a verl file-logger log or a TensorBoard event file")
+                return 0
+            add(root, kind, root.relative_to(base).as_posix() if base else root.name, name)
+            return 1
+        for d, dirs, files in os.walk(root, followlinks=False):
+            dp = Path(d)
+            dirs[:] = sorted(x for x in dirs if not x.startswith(".") and output_kind(dp / x) is None)
+            for fn in sorted(files):
+                if fn.startswith("."):
+                    continue
+                fp = dp / fn
+                kind = log_kind(fp)
+                if kind is not None and fp.is_file():
+                    if base is not None:
+                        add(fp, kind, fp.relative_to(base).as_posix(), name)
+                    else:
+                        add(fp, kind, fp.relative_to(root).as_posix(), name, label=root.name)
+                    n += 1
+        return n
+
+    def add(fp: Path, kind: str, rel: str, name: str | None, label: str = "") -> None:
+        if kind == "tensorboard":
+            from trajlab.metrics.tfevents import TRAJLAB_WRITER, file_writer
+
+            if file_writer(fp) == TRAJLAB_WRITER:
+                return  # trajlab's own scalars, not the trainer's
+        key = os.path.realpath(fp)
+        if key in found and (found[key].named or not name):
+            return
+        shown = f"{label}/{rel}" if label else rel
+        found[key] = MetricsLog(fp, kind, shown, _experiment(fp, kind), name)
+
+    roots = [Path(r) for r in roots]
+    for r in roots:
+        if r.exists() and output_kind(r) is None:
+            walk(r, None, False)
+    for anc, p in default_locations(roots, experiments, problems):
+        walk(p, None, False, base=anc)
+    for name, p in named:
+        if not p.exists():
+            problems.append(f"--metrics {(name + '=') if name else ''}{p}: path does not exist")
+            continue
+        if walk(p, name, True) == 0 and p.is_dir():
+            problems.append(f"--metrics {(name + '=') if name else ''}{p}: no file-logger log (.jsonl) or "
+                            "TensorBoard event file under it")
+    return sorted(found.values(), key=lambda m: (m.rel, str(m.path))), problems
+
+
+def match_runs(logs: list[MetricsLog], run_dirs: dict[str, set[Path]]) -> list[MatchedLog]:
+    """Each log with its run, by the rules in the module docstring. ``run_dirs``: every run of the scan with the
+    directories its dump files are in (split directories such as ``rollout/`` folded into their parent)."""
+    runs = sorted(run_dirs)
+    out: list[MatchedLog] = []
+    for log in logs:
+        if log.named:
+            out.append(MatchedLog(log, log.named, "named"))
+            continue
+        by_name = [r for r in runs if r == log.experiment] or [r for r in runs if r.rsplit("/", 1)[-1] == log.experiment]
+        if len(by_name) == 1:
+            out.append(MatchedLog(log, by_name[0], "experiment name"))
+            continue
+        real = Path(os.path.realpath(log.path))
+        best: tuple[int, str] | None = None
+        for r in runs:
+            for d in run_dirs[r]:
+                rd = Path(os.path.realpath(d))
+                if rd in real.parents and (best is None or len(rd.parts) > best[0]):
+                    best = (len(rd.parts), r)
+        if best is not None:
+            out.append(MatchedLog(log, best[1], "directory"))
+        elif len(runs) == 1:
+            out.append(MatchedLog(log, runs[0], "only run"))
+        else:
+            out.append(MatchedLog(log, log.experiment, "unmatched"))
+    return out
+
+
+def run_directories(files: Iterable[tuple[Path, str]]) -> dict[str, set[Path]]:
+    """``{run: directories}`` of ``(dump path, run)`` pairs, split directories folded into their parent."""
+    from trajlab.ingest.runs import SPLIT_DIRS
+
+    out: dict[str, set[Path]] = {}
+    for path, run in files:
+        d = path.parent
+        if d.name.lower() in SPLIT_DIRS:
+            d = d.parent
+        out.setdefault(run, set()).add(d)
+    return out
