@@ -18,6 +18,7 @@ from trajlab.ingest import find_inputs
 from trajlab.ownfiles import JSON_KEY, PARQUET_KEY, own_output, sidecar_path
 from trajlab.query import export
 from trajlab.scan import ScanOptions, scan
+from trajlab.tables import SCAN_TABLES
 
 GOOD = xml_call("search_web", queries=["japan gdp 2024"])
 BAD = GOOD.replace("<function=search_web>", "<function=search_web英文>")
@@ -45,7 +46,7 @@ def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_every_table_and_manifest_carries_the_mark(scanned: dict[str, Path]) -> None:
     out = scanned["out"]
     tables = sorted(out.glob("*.parquet"))
-    assert len(tables) == 6
+    assert {t.stem for t in tables} == set(SCAN_TABLES)  # every scan table, each marked
     for t in tables:
         assert pq.read_metadata(t).metadata[PARQUET_KEY] == t.stem.encode()
         assert own_output(t) == t.stem
