@@ -48,7 +48,13 @@ for _name in COMMAND_MODULES:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit code."""
+    """Entry point of the console script; returns the exit code. Without ``argv`` (the process is the
+    ``trajlab`` command: the console script, ``python -m trajlab``) pandas is loaded only if Python code asks for
+    it (:mod:`trajlab.pandas_gate`)."""
+    if argv is None:
+        from trajlab.pandas_gate import install
+
+        install()
     try:
         rc = app(args=argv, standalone_mode=False)
     except TrajlabError as e:
