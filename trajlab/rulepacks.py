@@ -36,10 +36,19 @@ def _merge(base: Any, extra: Any) -> Any:
     return extra
 
 
+#: libyaml's parser when PyYAML was built with it (the same documents, ~10x faster than the pure-Python one)
+_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def safe_load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` of ``text`` through libyaml when available (rule packs are read by every command)."""
+    return yaml.load(text, Loader=_SafeLoader)
+
+
 def _read_yaml(path: Path) -> Any:
     try:
         with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)
+            return safe_load_yaml(f.read())
     except yaml.YAMLError as e:
         raise TrajlabError(f"{path}: not valid YAML: {e}") from None
     except OSError as e:
