@@ -13,7 +13,10 @@ import sys
 import typer
 
 from trajlab import __version__
+from trajlab.commands.coercion import install as _fast_coercion
 from trajlab.errors import TrajlabError
+
+_fast_coercion()  # typer's coercion without pydantic for values that need none (trajlab/commands/coercion.py)
 
 COMMAND_MODULES = ("scan", "watch", "schema", "rules", "rescore", "sft_pool", "sql", "report", "show")
 
