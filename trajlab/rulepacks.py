@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,16 @@ import yaml
 from trajlab.errors import TrajlabError
 
 
+@lru_cache(maxsize=1)
 def builtin_rules_dir() -> Path:
     """Directory of the built-in rule packs."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("trajlab.rules")  # cheaper than importlib.resources (tempfile, shutil, ...)
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    from importlib import resources
+
     return Path(str(resources.files("trajlab.rules")))
 
 
