@@ -19,7 +19,8 @@ from typer import _coercion
 from trajlab.cli import app, main
 from trajlab.commands.coercion import SLOW, fast_value
 
-CLI_STRINGS = ("abc", "12", "-3", "1.5", "", "-", "some/dir", "out/x.parquet", "ü/ß", "a b")
+CLI_STRINGS = ("abc", "12", "-3", "+5", "007", "1.5", "1.", ".5", "-2.5e3", "1e400", "1_0", " 1", "inf", "nan", "0x10",
+               "", "-", "some/dir", "out/x.parquet", "ü/ß", "a b", "٣", "9" * 120)
 
 
 def _params() -> list[tuple[str, Any]]:

@@ -22,9 +22,11 @@ import opcode
 import os
 import sys
 from collections.abc import Sequence
-from importlib.abc import MetaPathFinder
-from importlib.machinery import ModuleSpec
 from types import FrameType, ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from importlib.machinery import ModuleSpec
 
 #: setting this (to anything but "" or "0") turns the gate off
 ALLOW_ENV = "TRAJLAB_ALLOW_PANDAS"
@@ -34,8 +36,9 @@ _MACHINERY = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_ext
 _IMPORTLIB_DIR = os.path.dirname(os.path.abspath(sys.modules["importlib"].__file__ or ""))
 
 
-class PandasGate(MetaPathFinder):
-    """The import finder: refuses the top-level ``pandas`` import when compiled code asks for it."""
+class PandasGate:
+    """The import finder (a ``sys.meta_path`` entry; not an ``importlib.abc.MetaPathFinder`` subclass, whose module
+    loads ``importlib.resources``): refuses the top-level ``pandas`` import when compiled code asks for it."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> ModuleSpec | None:

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
-import pyarrow.parquet as pq
 
 from trajlab.atomic import atomic_path
 
@@ -210,8 +208,10 @@ def to_table(spec: TableSpec, rows: Sequence[dict[str, Any]] | pa.Table) -> pa.T
 def sort_table(spec: TableSpec, table: pa.Table) -> pa.Table:
     if not spec.sort_key or table.num_rows == 0:
         return table
+    import pyarrow.compute as pc
+
     keys = [(k, "ascending") for k in spec.sort_key]
-    idx = pa.compute.sort_indices(table, sort_keys=keys)
+    idx = pc.sort_indices(table, sort_keys=keys)
     return table.take(idx)
 
 
@@ -220,6 +220,8 @@ def write_table(spec: TableSpec, table: pa.Table | Sequence[dict[str, Any]], pat
 
     The table is cast to the spec's schema and sorted by its key, so identical rows give identical bytes.
     """
+    import pyarrow.parquet as pq
+
     table = to_table(spec, table)
     if sort:
         table = sort_table(spec, table)
@@ -239,6 +241,8 @@ def write_table(spec: TableSpec, table: pa.Table | Sequence[dict[str, Any]], pat
 def read_parts(spec: TableSpec, parts: Iterable[Path]) -> pa.Table:
     """The part files of one table, each cast to the spec's schema, concatenated in the order given (an empty
     table with the spec's schema when there are none); :func:`write_table` then sorts and writes the merge."""
+    import pyarrow.parquet as pq
+
     tables = [to_table(spec, pq.read_table(p)) for p in parts]
     return pa.concat_tables(tables) if tables else empty_table(spec)
 

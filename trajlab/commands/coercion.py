@@ -2,23 +2,27 @@
 
 typer (0.2x) coerces every parameter value -- defaults included -- through a pydantic ``TypeAdapter``, so the
 first command line a process parses imports pydantic and builds adapters: about 0.1 s of CPU, more than typer
-itself. Most values need no conversion: a string option given a string, a default that already has the
-parameter's type, a path typed on the command line. :func:`install` wraps typer's builder of a parameter's
-coercion so that those values come back as typer would return them (a path goes through typer's own path
-checks), and every other value -- a number typed on the command line, a choice, a constrained number, a file --
-goes through typer's own coercion, built the first time a value needs it: the same values and the same error
-messages, pydantic loaded only then. ``tests/test_cli_coercion.py`` compares both on every parameter of every
-command. With typer internals other than the expected ones nothing is wrapped (typer's own coercion runs).
+itself. Most values need no real conversion: a string option given a string, a default that already has the
+parameter's type, a path or a plain ASCII number typed on the command line. :func:`install` wraps typer's
+builder of a parameter's coercion so that those values come back as typer would return them (a path goes
+through typer's own path checks), and every other value -- ``1_000``, ``inf``, a choice, a constrained number,
+a file -- goes through typer's own coercion, built the first time a value needs it: the same values and the
+same error messages, pydantic loaded only then. ``tests/test_cli_coercion.py`` compares both on every
+parameter of every command. With typer internals other than the expected ones nothing is wrapped (typer's own
+coercion runs).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
 #: returned by :func:`fast_value` when typer's own coercion must decide
 SLOW = object()
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def fast_value(descriptor: Any, value: Any, param: Any = None, ctx: Any = None) -> Any:
@@ -43,8 +47,13 @@ def _leaf(ann: Any, info: Any, value: Any, param: Any, ctx: Any) -> Any:
     if ann is bool:
         return value if type(value) is bool else SLOW
     if ann in (int, float):
-        constrained = info.min is not None or info.max is not None or info.clamp
-        return value if type(value) is ann and not constrained else SLOW
+        if info.min is not None or info.max is not None or info.clamp:
+            return SLOW
+        if type(value) is ann:
+            return value
+        if type(value) is str and len(value) <= 100 and (_INT if ann is int else _FLOAT).fullmatch(value):
+            return ann(value)  # plain ASCII numerals, where int()/float() and pydantic agree
+        return SLOW
     if isinstance(ann, type) and issubclass(ann, Path) and info.path_type is None:
         if isinstance(value, ann):
             path = value

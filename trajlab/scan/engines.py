@@ -25,7 +25,6 @@ import pyarrow as pa
 
 from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask
-from trajlab.scan.columnar import process_segments
 from trajlab.scan.options import WorkerOptions
 from trajlab.scan.records import record_loop
 
@@ -58,11 +57,13 @@ def read_unit(unit: list[tuple[FileTask, str]], opts: WorkerOptions) -> list[Ran
     Columnar candidates are read together in one pass; when the columnar engine declines a group, the group is
     halved until each declined range is alone (a bad file in a unit of n costs log2(n) retries), and that
     range falls back to the ``records`` engine with the columnar engine's reason."""
-    from polars.exceptions import PanicException
-
     fallback: dict[int, str] = {}
     results: dict[int, dict[str, pa.Table]] = {}
     if opts.engine != "records":
+        from polars.exceptions import PanicException  # polars is loaded only by the columnar engine
+
+        from trajlab.scan.columnar import process_segments
+
         candidates = []
         for i, (t, _) in enumerate(unit):
             why = _not_columnar(t)

@@ -110,7 +110,7 @@ def write_unit_parts(unit_dir: Path, ranges: list[RangeParts]) -> list[dict[str,
         stats = {
             "chunk": r.task.chunk,
             "bytes": r.task.end - r.task.start,
-            "min_step": pa.compute.min(steps).as_py() if len(steps) else None,
+            "min_step": min(steps.to_pylist()) if len(steps) else None,
             "splits": sorted(set(traj.column("split").to_pylist())),
             "sha1": r.digest,
             "rows": {spec.name: r.tables[spec.name].num_rows for spec in PART_TABLES},
