@@ -26,6 +26,7 @@ from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks
 from trajlab.model import IngestError
 from trajlab.outpaths import begin_write, end_write, prepare_out_dir, remove_stale_temps, write_lock
 from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
+from trajlab.scan.engines import for_input_size
 from trajlab.scan.ids import file_digest
 from trajlab.scan.options import ScanOptions, WorkerOptions, worker_options
 from trajlab.scan.parts import PARTS_DIR, merge_parts, unit_name
@@ -104,8 +105,8 @@ def scan(
                 if pdir.exists():
                     shutil.rmtree(pdir)
                 todo.extend((e, t) for t in e.tasks)
-        run_tasks(todo, opts, parts_root, jobs, progress, total_bytes, sum(e.size for e in entries if e.reused),
-                   chunk_bytes_or_default(chunk_bytes))
+        run_tasks(todo, for_input_size(opts, sum(t.end - t.start for _, t in todo)), parts_root, jobs, progress,
+                  total_bytes, sum(e.size for e in entries if e.reused), chunk_bytes_or_default(chunk_bytes))
         for e in entries:
             if not e.reused:
                 e.stats = load_done(parts_root / e.key, len(e.tasks)) or []

@@ -11,7 +11,9 @@ every table across engines):
 ``--engine`` (or ``$TRAJLAB_ENGINE`` when the option is not given) picks ``auto`` (the default), ``columnar``
 or ``records``. Under ``auto`` and ``columnar`` every range the columnar engine can vouch for goes through it
 and every other range falls back to ``records``; ``auto`` is the one to use (it will keep meaning "the fastest
-engine that gives the reference's bytes"), ``columnar`` names the fast path explicitly. Each range's engine
+engine that gives the reference's bytes"), ``columnar`` names the fast path explicitly. ``auto`` reads a scan
+with less than :data:`SMALL_INPUT_BYTES` to read with ``records`` (:func:`for_input_size`): there the columnar
+engine's fixed cost, paid once per process, does not pay back. Each range's engine
 and the reason for a fallback are kept in its ``done.json`` and reported per file in ``manifest.json`` and
 ``scan --json``.
 """
@@ -19,7 +21,7 @@ and the reason for a fallback are kept in its ``done.json`` and reported per fil
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -33,6 +35,13 @@ ENGINES = ("auto", "columnar", "records")
 ENV_VAR = "TRAJLAB_ENGINE"
 
 
+#: under ``auto``, a scan with fewer bytes than this left to read goes through the ``records`` engine: the
+#: columnar engine's first polars queries cost ~0.1-0.2 s of CPU in each process, which it wins back only above
+#: ~1-2 MB of verl JSONL (one-process CPU time of ``scan`` on 3 KB-4 MB of the sample run: records faster up to
+#: 1 MB, columnar from 2 MB; docs/explanation/startup.md)
+SMALL_INPUT_BYTES = 1 << 20
+
+
 def resolve_engine(name: str | None) -> str:
     """The engine to use: ``name``, else ``$TRAJLAB_ENGINE``, else ``auto``; an unknown name is an input error."""
     chosen = name or os.environ.get(ENV_VAR) or "auto"
@@ -40,6 +49,16 @@ def resolve_engine(name: str | None) -> str:
         src = param("engine") if name else f"${ENV_VAR}"
         raise InputError(f"unknown {src} {chosen!r}; choose one of: {', '.join(ENGINES)}")
     return chosen
+
+
+def for_input_size(opts: WorkerOptions, nbytes: int) -> WorkerOptions:
+    """The options to read ``nbytes`` of input with: under ``auto``, below :data:`SMALL_INPUT_BYTES` the
+    ``records`` engine, with the reason recorded for every range (``opts`` itself otherwise)."""
+    if opts.engine != "auto" or nbytes >= SMALL_INPUT_BYTES:
+        return opts
+    return replace(opts, engine="records", fallback=(
+        f"small input ({nbytes:,} bytes to read, under {SMALL_INPUT_BYTES:,}): auto takes the record engine, "
+        "faster there than the columnar engine's fixed cost"))
 
 
 @dataclass
@@ -95,7 +114,7 @@ def read_unit(unit: list[tuple[FileTask, str]], opts: WorkerOptions) -> list[Ran
         if tables is not None:
             out.append(RangeResult(tables, "columnar"))
         else:
-            out.append(RangeResult(record_loop(task, opts, digest), "records", fallback.get(i)))
+            out.append(RangeResult(record_loop(task, opts, digest), "records", fallback.get(i) or opts.fallback))
     return out
 
 

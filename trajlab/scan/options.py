@@ -89,6 +89,9 @@ class WorkerOptions:
     #: ``auto`` | ``columnar`` | ``records`` (:mod:`trajlab.scan.engines`); not in the fingerprint: every
     #: engine writes the same bytes
     engine: str = "auto"
+    #: why no range goes through the columnar engine (``auto`` on a small input,
+    #: :func:`trajlab.scan.engines.for_input_size`); recorded with each range read
+    fallback: str | None = None
 
     def fingerprint(self) -> str:
         blob = json.dumps(
