@@ -14,7 +14,6 @@ import shutil
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +139,7 @@ def scan(
             merge_parts(keep, parts_root, out, errors, progress)
             write_table(STEPS, steps_table(out), table_path(out, "steps"))
         prune_parts(parts_root, {e.key for e in entries} | {s["unit"] for e in entries for s in e.stats})
-        steps = pq.read_table(table_path(out, "steps"))
+        steps = pq.ParquetFile(table_path(out, "steps")).read()  # read_table would load pyarrow.dataset
         summary = summarise(out, keep, steps, time.perf_counter() - t0)
         summary.skipped = skipped
         recorded = {
@@ -223,6 +222,7 @@ def run_tasks(
                     finished(e, t)
             return
         import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         n_workers = min(n_jobs, len(batches))
         with worker_threads(n_workers), ProcessPoolExecutor(
