@@ -28,10 +28,12 @@ each figure is the median over ``--runs`` rounds after one untimed warm-up round
 bytecode cache: the runs use ``PYTHONPYCACHEPREFIX`` under the work directory, so a ``PYTHONDONTWRITEBYTECODE``
 environment does not make every run compile trajlab from source, and nothing is written into the source
 tree). Wall time is measured around the child process; CPU time (user + system) is the child's own, from
-``wait4``. The ratio column is the wall-time median of the case over the wall-time median of
-``import_polars`` measured in the same run; the targets of issue 24 apply to it, and the exit status is 1 when
-one is missed (``--no-check`` to only report). Timings on a shared machine are noisy: compare ratios from
-one run, not seconds from different runs.
+``wait4``. The ratio columns are the case's median over the median of ``import_polars`` measured in the same
+run, in wall time and in CPU time. On an idle core the two agree; on a shared machine the wall time of a pinned
+process includes the time other processes held its core, so the targets of issue 24 are checked on the CPU
+ratio by default (``--ratio wall`` to check the wall ratio); the exit status is 1 when one is missed
+(``--no-check`` to only report). Timings on a shared machine are noisy: compare ratios from one run, not
+seconds from different runs.
 """
 
 from __future__ import annotations
@@ -132,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=None, help="Only these cases (pass and import_polars always run).")
     ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "trajlab_bench_startup")
     ap.add_argument("--json", type=Path, default=None, help="Also write every figure (and every run) to this file.")
+    ap.add_argument("--ratio", choices=("cpu", "wall"), default="cpu", help="Which ratio the targets are checked on.")
     ap.add_argument("--no-check", action="store_true", help="Report only; exit 0 even when a target is missed.")
     args = ap.parse_args(argv)
 
@@ -163,28 +166,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"round {r + 1}/{args.runs} done", file=sys.stderr)
 
     med = {c.name: (statistics.median(c.wall), statistics.median(c.cpu)) for c in cases}
-    polars_wall = med["import_polars"][0]
+    polars_wall, polars_cpu = med["import_polars"]
     missed = []
     where = f"pinned to CPU {cpu}" if pin else "not pinned"
     print(f"\ntrajlab start-up cost: median of {args.runs} runs, {where}, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.2f} at the end")
-    print(f"{'case':<20} {'wall s':>8} {'CPU s':>8} {'x polars':>9} {'target':>7}  ")
+          f"load average {os.getloadavg()[0]:.2f} at the end; targets checked on the {args.ratio} ratio")
+    print(f"{'case':<20} {'wall s':>8} {'CPU s':>8} {'wall/pl':>8} {'CPU/pl':>8} {'target':>7}")
     for c in cases:
         w, u = med[c.name]
-        ratio = w / polars_wall
+        ratios = {"wall": w / polars_wall, "cpu": u / polars_cpu}
         target = TARGETS.get(c.name)
         verdict = ""
         if target is not None:
-            verdict = "ok" if ratio <= target else "MISSED"
-            if ratio > target:
+            verdict = "ok" if ratios[args.ratio] <= target else "MISSED"
+            if verdict != "ok":
                 missed.append(c.name)
         tcol = f"<={target:g}x" if target is not None else ""
-        print(f"{c.name:<20} {w:8.3f} {u:8.3f} {ratio:8.2f}x {tcol:>7}  {verdict}")
+        print(f"{c.name:<20} {w:8.3f} {u:8.3f} {ratios['wall']:7.2f}x {ratios['cpu']:7.2f}x {tcol:>7}  {verdict}")
     if args.json:
         args.json.write_text(json.dumps({
             "runs": args.runs, "cpu": cpu, "python": args.python, "targets": TARGETS,
             "cases": {c.name: {"argv": c.argv, "wall": c.wall, "cpu": c.cpu, "wall_median": med[c.name][0],
-                               "cpu_median": med[c.name][1], "ratio_to_polars": med[c.name][0] / polars_wall}
+                               "cpu_median": med[c.name][1], "wall_ratio_to_polars": med[c.name][0] / polars_wall,
+                               "cpu_ratio_to_polars": med[c.name][1] / polars_cpu}
                       for c in cases}}, indent=2))
     if missed and not args.no_check:
         print(f"targets missed: {', '.join(missed)}", file=sys.stderr)
