@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajlab.duckrows import query_rows
+from trajlab.duckrows import query_rows, view_names
 from trajlab.errors import TrajlabError, param
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,7 +54,8 @@ def load(out: Path | str, trajectory_id: str | None = None, *, step: int | None 
 
     con = connect(out)
     try:
-        if not has_view(con, "trajectories"):
+        views = view_names(con)  # one look instead of one query per table
+        if "trajectories" not in views:
             raise TrajlabError(f"{out}: no trajectories.parquet (not a scan output)")
         position = None
         if trajectory_id is not None:
@@ -89,11 +90,11 @@ def load(out: Path | str, trajectory_id: str | None = None, *, step: int | None 
             position = (idx % len(rows), len(rows))
         traj = query_rows(con, "SELECT * FROM trajectories WHERE trajectory_id = ?", [tid])[0]
         turns = (query_rows(con, "SELECT * FROM turns WHERE trajectory_id = ? ORDER BY turn_index", [tid])
-                 if has_view(con, "turns") else [])
+                 if "turns" in views else [])
         calls = (query_rows(con, "SELECT * FROM calls WHERE trajectory_id = ? ORDER BY turn_index, call_index", [tid])
-                 if has_view(con, "calls") else [])
+                 if "calls" in views else [])
         findings = (query_rows(con, "SELECT * FROM findings WHERE trajectory_id = ? ORDER BY char_start, char_end, "
-                               "category", [tid]) if has_view(con, "findings") else [])
+                               "category", [tid]) if "findings" in views else [])
     finally:
         con.close()
     if not turns and traj.get("output"):
