@@ -90,7 +90,7 @@ def run_steps(tmp: Path, steps: list[dict[str, Any]], watch: tuple[str, ...] = D
     report = tmp / f"report_{len(list(tmp.glob('report_*')))}.json"
     site = [p for p in sys.path if p.endswith("site-packages")]
     case = {"watch": list(watch), "report": str(report), "bases": [str(ROOT), *site], "steps": steps}
-    child_env = {k: v for k, v in os.environ.items() if k not in ("TRAJLAB_ALLOW_PANDAS", "TRAJLAB_ENGINE")}
+    child_env = {k: v for k, v in os.environ.items() if k not in ("TRAJLAB_IMPORT_GATE", "TRAJLAB_ENGINE")}
     child_env.update(env or {})
     got = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(case)], cwd=tmp, env=child_env,
                          capture_output=True, text=True, timeout=600)
@@ -113,7 +113,7 @@ def assert_loads_nothing_denied(got: dict[str, Any], allowed: dict[str, tuple[st
     lines.append(
         "Fix: import the heavy module inside the function that uses it (not at the top of a module this command "
         "imports), or split the cheap part out of the module that needs it; pandas comes in through pyarrow "
-        "converting Python objects outside the pandas gate (trajlab/pandas_gate.py). If the command really "
+        "converting Python objects outside the import gate (trajlab/import_gate.py). If the command really "
         "needs the module, allow it for that run in tests/test_startup_imports.py (RUNS) and say why. "
         "See docs/explanation/startup.md.")
     raise AssertionError("\n".join(lines))
@@ -258,7 +258,7 @@ def test_reward_plugin_imports(tmp_path: Path) -> None:
 
 GATE_CHECKS = r"""
 import importlib.util, sys
-from trajlab.pandas_gate import install
+from trajlab.import_gate import install
 install()
 import pyarrow as pa
 import pyarrow.dataset  # its initialisation converts a Python scalar
@@ -270,7 +270,7 @@ assert "pandas" not in sys.modules
 try:
     t.to_pandas()
 except ModuleNotFoundError as e:
-    assert "TRAJLAB_ALLOW_PANDAS" in str(e) and e.name == "pandas", e
+    assert "TRAJLAB_IMPORT_GATE" in str(e) and e.name == "pandas", e
 else:
     raise AssertionError("to_pandas() as the first use of pandas went through")
 from pandas import DataFrame  # Python asking for pandas gets it
@@ -289,17 +289,30 @@ assert "pandas" not in sys.modules
 
 GATE_OFF = r"""
 import sys, pyarrow as pa
-from trajlab.pandas_gate import install
+from trajlab.import_gate import install
 install()
 pa.table({"a": [1]})
 assert "pandas" in sys.modules
 """
 
 
-@pytest.mark.parametrize(("code", "env"), [(GATE_CHECKS, {}), (WORKER_GATE, {}), (GATE_OFF, {"TRAJLAB_ALLOW_PANDAS": "1"})],
-                         ids=["gate", "scan-worker", "off-switch"])
-def test_pandas_gate(code: str, env: dict[str, str], tmp_path: Path) -> None:
-    """Under the gate pyarrow converts without pandas, Python code importing pandas still gets it, scan workers
-    are gated, and ``TRAJLAB_ALLOW_PANDAS=1`` turns the gate off."""
+NUMPY_GATE = r"""
+import sys
+from trajlab.import_gate import install
+install(("pandas", "numpy"))
+import pyarrow as pa, pyarrow.dataset
+t = pa.table({"a": [1.5, None], "b": [[1], []]})
+assert t.to_pylist() == [{"a": 1.5, "b": [1]}, {"a": None, "b": []}]
+assert "numpy" not in sys.modules and "pandas" not in sys.modules
+import numpy  # Python asking for numpy gets it
+"""
+
+
+@pytest.mark.parametrize(("code", "env"), [(GATE_CHECKS, {}), (WORKER_GATE, {}), (NUMPY_GATE, {}),
+                                           (GATE_OFF, {"TRAJLAB_IMPORT_GATE": "0"})],
+                         ids=["gate", "scan-worker", "numpy", "off-switch"])
+def test_import_gate(code: str, env: dict[str, str], tmp_path: Path) -> None:
+    """Under the gate pyarrow converts without pandas (or numpy, where asked), Python code importing them still
+    gets them, scan workers are gated, and ``TRAJLAB_IMPORT_GATE=0`` turns the gate off."""
     got = run_steps(tmp_path, [{"label": "gate", "code": code}], watch=(), env=env)
     assert got["rcs"] == {"gate": 0}, got["stderr"][-3000:]

@@ -53,11 +53,11 @@ for _name in COMMAND_MODULES:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code. Without ``argv`` (the process is the
     ``trajlab`` command: the console script, ``python -m trajlab``) pandas is loaded only if Python code asks for
-    it (:mod:`trajlab.pandas_gate`)."""
+    it (:mod:`trajlab.import_gate`)."""
     if argv is None:
-        from trajlab.pandas_gate import install
+        from trajlab.import_gate import install
 
-        install()
+        install(("pandas",))
     try:
         rc = app(args=argv, standalone_mode=False)
     except TrajlabError as e:

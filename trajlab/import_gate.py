@@ -7,13 +7,15 @@ costs 0.15-0.3 s of a command that has nothing to do with pandas -- and when pan
 object can exist, so both questions are answered without it.
 
 :func:`install` (called by the ``trajlab`` command and by the scan's worker processes) adds an import finder
-that refuses ``pandas`` to *compiled* code while pandas is not loaded: an import that no Python ``import``
-statement, :func:`importlib.import_module` or :func:`importlib.util.find_spec` asked for. pyarrow handles the
-refusal as "pandas is not installed" and goes on; Python code that imports pandas gets it as usual, and once
-pandas is loaded the finder is never consulted again. The one thing refused outright is compiled code
+that refuses the named modules (pandas) to *compiled* code while they are not loaded: an import that no Python
+``import`` statement, :func:`importlib.import_module` or :func:`importlib.util.find_spec` asked for. pyarrow
+handles the refusal as "not installed" and goes on; Python code that imports pandas gets it as usual, and once
+a module is loaded the finder is never consulted again for it. What is refused outright is compiled code
 producing pandas output as the first use of pandas in the process (``Table.to_pandas()``, DuckDB's ``.df()``):
 no trajlab command does that, and the error names the way out (``import pandas`` first, or
-``TRAJLAB_ALLOW_PANDAS=1``).
+``TRAJLAB_IMPORT_GATE=0``). The finder takes any module name; numpy is *not* gated by the CLI: pyarrow imports
+numpy when it starts, and a pyarrow started without it never takes numpy arrays in that process, even once
+numpy is imported -- a trap for any later code in the same command that uses numpy.
 """
 
 from __future__ import annotations
@@ -21,37 +23,42 @@ from __future__ import annotations
 import opcode
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from importlib.machinery import ModuleSpec
 
-#: setting this (to anything but "" or "0") turns the gate off
-ALLOW_ENV = "TRAJLAB_ALLOW_PANDAS"
+#: ``TRAJLAB_IMPORT_GATE=0`` (or ``off``) turns the gate off
+ENV_VAR = "TRAJLAB_IMPORT_GATE"
 _IMPORT_NAME = opcode.opmap["IMPORT_NAME"]
 _EXTENDED_ARG = opcode.opmap["EXTENDED_ARG"]
 _MACHINERY = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
 _IMPORTLIB_DIR = os.path.dirname(os.path.abspath(sys.modules["importlib"].__file__ or ""))
 
 
-class PandasGate:
+class ImportGate:
     """The import finder (a ``sys.meta_path`` entry; not an ``importlib.abc.MetaPathFinder`` subclass, whose module
-    loads ``importlib.resources``): refuses the top-level ``pandas`` import when compiled code asks for it."""
+    loads ``importlib.resources``): refuses the top-level import of each name in ``names`` when compiled code
+    asks for it."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self.names = set(names)
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> ModuleSpec | None:
-        if fullname != "pandas" or _asked_by_python(sys._getframe(1)):
+        if fullname not in self.names or _asked_by_python(sys._getframe(1), fullname):
             return None  # the other finders decide
         raise ModuleNotFoundError(
-            "trajlab: pandas was not imported: compiled code (pyarrow, duckdb) asked for it while no pandas "
-            f"object exists in this process; import pandas first, or set {ALLOW_ENV}=1", name="pandas")
+            f"trajlab: {fullname} was not imported: compiled code (pyarrow, duckdb) asked for it while no "
+            f"{fullname} object exists in this process; import {fullname} first, or set {ENV_VAR}=0",
+            name=fullname)
 
 
-def _asked_by_python(frame: FrameType | None) -> bool:
-    """Whether the import in progress was asked for by Python code: the innermost frame outside the import
-    machinery is executing ``import pandas`` (or ``from pandas ...``), or belongs to :mod:`importlib`
+def _asked_by_python(frame: FrameType | None, module: str) -> bool:
+    """Whether the import of ``module`` in progress was asked for by Python code: the innermost frame outside the
+    import machinery is executing ``import module`` (or ``from module ...``), or belongs to :mod:`importlib`
     (``import_module``, ``util.find_spec``). A C extension's own import has neither: that frame is at a call
     into compiled code, or at the import of the extension itself (whose initialisation asks for pandas)."""
     while frame is not None:
@@ -62,7 +69,7 @@ def _asked_by_python(frame: FrameType | None) -> bool:
         if filename.startswith("<frozen importlib") or os.path.dirname(os.path.abspath(filename)) == _IMPORTLIB_DIR:
             return True
         name = _imported_name(frame)
-        return name is None or name.partition(".")[0] == "pandas"
+        return name is None or name.partition(".")[0] == module
     return False
 
 
@@ -83,13 +90,19 @@ def _imported_name(frame: FrameType) -> str | None:
 
 
 def _enabled() -> bool:
-    return os.environ.get(ALLOW_ENV, "") in ("", "0")
+    return os.environ.get(ENV_VAR, "").strip().lower() not in ("0", "off", "false", "no")
 
 
-def install() -> None:
-    """Gate pandas for the rest of this process: one that runs trajlab's own code and nothing else (the
-    ``trajlab`` command, a scan worker). Not for a process that hosts trajlab as a library: after a refusal,
-    pyarrow no longer recognises pandas' missing-value sentinels (``pd.NA``) for the rest of the process, even
-    once pandas is imported."""
-    if _enabled() and "pandas" not in sys.modules and not any(isinstance(f, PandasGate) for f in sys.meta_path):
-        sys.meta_path.insert(0, PandasGate())
+def install(names: Iterable[str] = ("pandas",)) -> None:
+    """Gate ``names`` (top-level modules not yet loaded) for the rest of this process: one that runs trajlab's
+    own code and nothing else (the ``trajlab`` command, a scan worker). Not for a process that hosts trajlab as
+    a library: after a refusal, pyarrow no longer recognises pandas' missing-value sentinels (``pd.NA``), or
+    takes numpy arrays, for the rest of the process, even once the module is imported."""
+    if not _enabled():
+        return
+    todo = [n for n in names if n not in sys.modules]
+    gate = next((f for f in sys.meta_path if isinstance(f, ImportGate)), None)
+    if gate is None:
+        sys.meta_path.insert(0, ImportGate(todo))
+    else:
+        gate.names.update(todo)
