@@ -204,11 +204,7 @@ RUNS: dict[str, list[tuple[list[str], tuple[int, ...], tuple[str, ...]]]] = {
 }
 
 
-#: commands whose runs take over ~5 s on 2 shared cores
-SLOW = ("report", "build-sft-pool")
-
-
-@pytest.mark.parametrize("command", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in RUNS])
+@pytest.mark.parametrize("command", list(RUNS))
 def test_command_runs(command: str, inputs: dict[str, str], tmp_path: Path) -> None:
     fill = {**inputs, "tmp": str(tmp_path)}
     if command == "build-sft-pool":  # it writes into OUT
