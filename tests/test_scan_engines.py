@@ -17,7 +17,7 @@ import pytest
 from helpers.scan_inputs import make_corpus_dump, make_generated, make_messy
 
 from trajlab.cli import main
-from trajlab.scan import ScanOptions, scan
+from trajlab.scan import ScanOptions, engines, scan
 from trajlab.scan.options import ENGINES, ENV_VAR
 from trajlab.tables import SCAN_TABLES
 
@@ -69,7 +69,7 @@ def test_damaged_dumps(tmp_path: Path) -> None:
     assert json.loads(extra["2@rollout/6.jsonl"])["acc"] == 1 and '"acc": 1,' in extra["2@rollout/6.jsonl"]
     assert json.loads(extra["1@rollout/7.jsonl"])["s"] == 'q"\\\n\x01ü'
     # each damaged file fell back alone, with the columnar reader's reason; its clean neighbours did not
-    eng = engines_of(got["auto"])
+    eng = engines_of(got["columnar"])
     assert eng["rollout/1.jsonl"] == ("columnar", None) and eng["rollout/7.jsonl"] == ("columnar", None)
     assert eng["rollout/2.jsonl"][0] == "records" and "read_ndjson" in eng["rollout/2.jsonl"][1]
     assert eng["rollout/3.jsonl"][0] == "records" and "blank" in eng["rollout/3.jsonl"][1]
@@ -99,7 +99,7 @@ def test_damaged_dumps_small_chunks_two_workers(tmp_path: Path) -> None:
 def test_generated_turns(tmp_path: Path) -> None:
     root = make_generated(tmp_path / "in")
     got = every_engine([root], tmp_path)
-    assert all(e == ("columnar", None) for e in engines_of(got["auto"]).values())
+    assert all(e == ("columnar", None) for e in engines_of(got["columnar"]).values())
     calls = pl.read_parquet(got["auto"]["out"] / "calls.parquet")
     # the inputs exercise both engines' branches: canonical calls and many kinds of malformed ones
     assert (calls["status"] == "ok").sum() > 100 and (calls["status"] == "malformed").sum() > 50
@@ -109,7 +109,7 @@ def test_generated_turns(tmp_path: Path) -> None:
 def test_corpus(tmp_path: Path) -> None:
     root = make_corpus_dump(tmp_path / "in")
     got = every_engine([root], tmp_path)
-    assert engines_of(got["auto"]) == {"rollout/1.jsonl": ("columnar", None)}
+    assert engines_of(got["columnar"]) == {"rollout/1.jsonl": ("columnar", None)}
     assert pl.read_parquet(got["auto"]["out"] / "calls.parquet").height >= 30
 
 
@@ -118,8 +118,22 @@ def test_rule_packs_fall_back_with_reason(tmp_path: Path) -> None:
     rules = ROOT / "rules" / "user_rules_example"
     root = make_messy(tmp_path / "in")
     got = every_engine([root / "rollout"], tmp_path, rules_dirs=[rules])
-    eng = engines_of(got["auto"])
+    eng = engines_of(got["columnar"])
     assert eng["1.jsonl"][0] == "records" and "recogniser is off" in eng["1.jsonl"][1]
+
+
+def test_auto_reads_small_inputs_with_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``auto`` a scan with less than SMALL_INPUT_BYTES to read takes the record engine (the columnar
+    engine's fixed cost does not pay back there), saying so per file; above it, auto is the columnar engine."""
+    root = make_messy(tmp_path / "in")
+    got = every_engine([root], tmp_path / "small")
+    eng = engines_of(got["auto"])
+    assert {e for e, _ in eng.values()} == {"records"}
+    assert all(why and why.startswith("small input (") and "auto takes the record engine" in why for _, why in eng.values())
+    monkeypatch.setattr(engines, "SMALL_INPUT_BYTES", 1)
+    got = every_engine([root], tmp_path / "big")
+    assert engines_of(got["auto"]) == engines_of(got["columnar"])
+    assert engines_of(got["auto"])["rollout/1.jsonl"] == ("columnar", None)
 
 
 def test_env_var_and_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,7 +13,10 @@ import sys
 import typer
 
 from trajlab import __version__
+from trajlab.commands.coercion import install as _fast_coercion
 from trajlab.errors import TrajlabError
+
+_fast_coercion()  # typer's coercion without pydantic for values that need none (trajlab/commands/coercion.py)
 
 COMMAND_MODULES = ("scan", "watch", "schema", "rules", "rescore", "sft_pool", "sql", "report", "show")
 
@@ -48,7 +51,13 @@ for _name in COMMAND_MODULES:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit code."""
+    """Entry point of the console script; returns the exit code. Without ``argv`` (the process is the
+    ``trajlab`` command: the console script, ``python -m trajlab``) pandas is loaded only if Python code asks for
+    it (:mod:`trajlab.import_gate`)."""
+    if argv is None:
+        from trajlab.import_gate import install
+
+        install(("pandas",))
     try:
         rc = app(args=argv, standalone_mode=False)
     except TrajlabError as e:

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
-import pyarrow.parquet as pq
 
 from trajlab.atomic import atomic_path
 from trajlab.ownfiles import PARQUET_KEY
@@ -256,7 +254,8 @@ def empty_table(spec: TableSpec) -> pa.Table:
 def to_table(spec: TableSpec, rows: Sequence[dict[str, Any]] | pa.Table) -> pa.Table:
     """Build an Arrow table with exactly the spec's schema from row dicts (or cast an existing table)."""
     if isinstance(rows, pa.Table):
-        return rows.select(spec.column_names).cast(spec.schema)
+        table = rows.select(spec.column_names)
+        return table if table.schema.equals(spec.schema, check_metadata=True) else table.cast(spec.schema)
     cols = {c.name: [r.get(c.name) for r in rows] for c in spec.columns}
     return pa.table(cols, schema=spec.schema)
 
@@ -265,8 +264,14 @@ def sort_table(spec: TableSpec, table: pa.Table) -> pa.Table:
     if not spec.sort_key or table.num_rows == 0:
         return table
     keys = [(k, "ascending") for k in spec.sort_key]
-    idx = pa.compute.sort_indices(table, sort_keys=keys)
-    return table.take(idx)
+    try:  # the kernel itself: importing pyarrow.compute builds ~300 Python wrappers (0.03 s of every writer)
+        from pyarrow._compute import SortOptions, TakeOptions, call_function
+    except ImportError:  # pragma: no cover - a pyarrow that moved it
+        import pyarrow.compute as pc
+
+        return table.take(pc.sort_indices(table, sort_keys=keys))
+    idx = call_function("sort_indices", [table], SortOptions(sort_keys=keys))
+    return call_function("take", [table, idx], TakeOptions(boundscheck=True))  # Table.take loads pyarrow.compute
 
 
 def write_table(spec: TableSpec, table: pa.Table | Sequence[dict[str, Any]], path: Path, *, sort: bool = True) -> Path:
@@ -274,6 +279,8 @@ def write_table(spec: TableSpec, table: pa.Table | Sequence[dict[str, Any]], pat
 
     The table is cast to the spec's schema and sorted by its key, so identical rows give identical bytes.
     """
+    import pyarrow.parquet as pq
+
     table = to_table(spec, table)
     if sort:
         table = sort_table(spec, table)
@@ -293,6 +300,8 @@ def write_table(spec: TableSpec, table: pa.Table | Sequence[dict[str, Any]], pat
 def read_parts(spec: TableSpec, parts: Iterable[Path]) -> pa.Table:
     """The part files of one table, each cast to the spec's schema, concatenated in the order given (an empty
     table with the spec's schema when there are none); :func:`write_table` then sorts and writes the merge."""
+    import pyarrow.parquet as pq
+
     tables = [to_table(spec, pq.read_table(p)) for p in parts]
     return pa.concat_tables(tables) if tables else empty_table(spec)
 

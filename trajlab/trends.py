@@ -240,7 +240,7 @@ def category_steps(out: Path | str) -> dict[tuple[str, str, int], dict[str, int]
     """``{(run, split, step): {category: malformed calls}}`` read back from the ``steps`` table."""
     import pyarrow.parquet as pq
 
-    t = pq.read_table(table_path(out, "steps"), columns=["run", "split", "step", "category_counts"])
+    t = pq.ParquetFile(table_path(out, "steps")).read(columns=["run", "split", "step", "category_counts"])
     return {(r["run"], r["split"], r["step"]): dict(r["category_counts"]) for r in t.to_pylist()}
 
 

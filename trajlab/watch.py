@@ -258,11 +258,13 @@ class Watcher:
 
     def _classify(self, f: _File, task: FileTask) -> set[Any]:
 
+        from trajlab.scan.engines import for_input_size
         from trajlab.scan.worker import process_unit
 
         wdir = file_dir(self.out, f.info.rel)
         digest = f.digest()
-        process_unit([(task, digest, str(wdir))], self.scan_opts, str(range_dir(wdir, task.chunk)))
+        opts = for_input_size(self.scan_opts, task.end - task.start)  # a small step file: the record engine
+        process_unit([(task, digest, str(wdir))], opts, str(range_dir(wdir, task.chunk)))
         if f.chunks:
             reid_ranges(wdir, f.chunks, f.info.rel, digest)
         f.chunks += 1

@@ -408,8 +408,10 @@ def load_tools_file(path: str | Path) -> list[dict[str, Any]]:
     if p.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
+        from trajlab.rulepacks import safe_load_yaml
+
         try:
-            data = yaml.safe_load(text)
+            data = safe_load_yaml(text)
         except yaml.YAMLError as e:
             raise InputError(f"{param('tools')} file {p} is not valid YAML: {e}") from None
         except RecursionError:

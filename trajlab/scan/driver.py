@@ -15,7 +15,6 @@ import shutil
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from trajlab.model import IngestError
 from trajlab.outpaths import begin_write, end_write, prepare_out_dir, remove_stale_temps, write_lock
 from trajlab.ownfiles import marked_json
 from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
+from trajlab.scan.engines import for_input_size
 from trajlab.scan.ids import file_digest
 from trajlab.scan.options import DEFAULT_CONTROL_PROB, ScanOptions, WorkerOptions, worker_options
 from trajlab.scan.parts import PARTS_DIR, merge_parts, unit_name
@@ -106,8 +106,8 @@ def scan(
                 if pdir.exists():
                     shutil.rmtree(pdir)
                 todo.extend((e, t) for t in e.tasks)
-        run_tasks(todo, opts, parts_root, jobs, progress, total_bytes, sum(e.size for e in entries if e.reused),
-                   chunk_bytes_or_default(chunk_bytes))
+        run_tasks(todo, for_input_size(opts, sum(t.end - t.start for _, t in todo)), parts_root, jobs, progress,
+                  total_bytes, sum(e.size for e in entries if e.reused), chunk_bytes_or_default(chunk_bytes))
         for e in entries:
             if not e.reused:
                 e.stats = load_done(parts_root / e.key, len(e.tasks)) or []
@@ -143,7 +143,7 @@ def scan(
             merge_parts(keep, parts_root, out, errors, progress)
             write_table(STEPS, steps_table(out, control_prob=request.control_prob), table_path(out, "steps"))
         prune_parts(parts_root, {e.key for e in entries} | {s["unit"] for e in entries for s in e.stats})
-        steps = pq.read_table(table_path(out, "steps"))
+        steps = pq.ParquetFile(table_path(out, "steps")).read()  # read_table would load pyarrow.dataset
         metrics_report = training_metrics(out, paths, request, [(f.path, f.run) for f in inputs])
         summary = summarise(out, keep, steps, time.perf_counter() - t0, rollout_n=opts.rollout_n)
         summary.skipped = skipped
@@ -255,6 +255,7 @@ def run_tasks(
                     finished(e, t)
             return
         import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         n_workers = min(n_jobs, len(batches))
         with worker_threads(n_workers), ProcessPoolExecutor(

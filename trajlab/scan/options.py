@@ -152,6 +152,9 @@ class WorkerOptions:
     engine: str = "auto"
     rollout_n: int | None = None  # --rollout-n: text groups become runs of N consecutive records
     tokenizer: str | None = None  # decodes sources that log token ids (None: auto)
+    #: why no range goes through the columnar engine (``auto`` on a small input,
+    #: :func:`trajlab.scan.engines.for_input_size`); recorded with each range read
+    fallback: str | None = None
 
     def fingerprint(self) -> str:
         blob = json.dumps(

@@ -107,11 +107,11 @@ def write_unit_parts(unit_dir: Path, ranges: list[RangeParts]) -> list[dict[str,
     out = []
     for r, span in zip(ranges, spans, strict=True):
         traj = r.tables["trajectories"]
-        steps = traj.column("step").drop_null()
+        steps = [s for s in traj.column("step").to_pylist() if s is not None]  # drop_null() loads pyarrow.compute
         stats = {
             "chunk": r.task.chunk,
             "bytes": r.task.end - r.task.start,
-            "min_step": pa.compute.min(steps).as_py() if len(steps) else None,
+            "min_step": min(steps) if steps else None,
             "splits": sorted(set(traj.column("split").to_pylist())),
             "sha1": r.digest,
             "rows": {spec.name: r.tables[spec.name].num_rows for spec in PART_TABLES},

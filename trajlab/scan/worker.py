@@ -41,8 +41,13 @@ def process_unit(unit: list[tuple[FileTask, str, str]], opts: WorkerOptions, uni
 
 def worker_init(parent_pid: int) -> None:
     """Initializer of a scan worker process: die with the scan (Linux: the kernel sends SIGKILL when the parent
-    dies, even by ``kill -9``/the OOM killer), and leave Ctrl-C to the parent (exit quietly, no traceback)."""
+    dies, even by ``kill -9``/the OOM killer), leave Ctrl-C to the parent (exit quietly, no traceback), and
+    load no pandas (:mod:`trajlab.import_gate`: the worker runs trajlab's code only)."""
     import signal
+
+    from trajlab.import_gate import install
+
+    install()
 
     def quiet_exit(*_: object) -> None:
         os._exit(130)

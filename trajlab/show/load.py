@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajlab.duckrows import query_rows
+from trajlab.duckrows import query_rows, view_names
 from trajlab.errors import TrajlabError, param, shell_word
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,13 +56,17 @@ def load(out: Path | str, trajectory_id: str | None = None, *, step: int | None 
 
     con = connect(out)
     try:
-        if not has_view(con, "trajectories"):
+        views = view_names(con)  # one look instead of one query per table
+        if "trajectories" not in views:
             raise TrajlabError(f"{out}: no trajectories.parquet (not a scan output)")
         position = None
+        exact: list[dict[str, Any]] = []
         if trajectory_id is not None:
             if step is not None or index is not None:
                 raise TrajlabError(f"give a {param('trajectory_id')} or {param('step')}/{param('index')}, not both")
-            tid = resolve_id(con, trajectory_id, out)
+            # a full id: the row itself, one query (each query scans the table's Parquet file)
+            exact = query_rows(con, "SELECT * FROM trajectories WHERE trajectory_id = ?", [trajectory_id])
+            tid = trajectory_id if exact else resolve_id(con, trajectory_id, out)
         else:
             if step is None:
                 raise TrajlabError(f"give a {param('trajectory_id')}, or {param('step', metavar='S')} (and {param('index', metavar='I')})")
@@ -89,13 +93,13 @@ def load(out: Path | str, trajectory_id: str | None = None, *, step: int | None 
                 raise TrajlabError(f"{param('index')} {idx}: step {step} has {len(rows)} trajectories (0..{len(rows) - 1})")
             tid = rows[idx]["trajectory_id"]
             position = (idx % len(rows), len(rows))
-        traj = query_rows(con, "SELECT * FROM trajectories WHERE trajectory_id = ?", [tid])[0]
+        traj = (exact or query_rows(con, "SELECT * FROM trajectories WHERE trajectory_id = ?", [tid]))[0]
         turns = (query_rows(con, "SELECT * FROM turns WHERE trajectory_id = ? ORDER BY turn_index", [tid])
-                 if has_view(con, "turns") else [])
+                 if "turns" in views else [])
         calls = (query_rows(con, "SELECT * FROM calls WHERE trajectory_id = ? ORDER BY turn_index, call_index", [tid])
-                 if has_view(con, "calls") else [])
+                 if "calls" in views else [])
         findings = (query_rows(con, "SELECT * FROM findings WHERE trajectory_id = ? ORDER BY char_start, char_end, "
-                               "category", [tid]) if has_view(con, "findings") else [])
+                               "category", [tid]) if "findings" in views else [])
     finally:
         con.close()
     if not turns and traj.get("output"):

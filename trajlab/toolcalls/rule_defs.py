@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from trajlab.errors import TrajlabError
-from trajlab.rulepacks import load_rule_file
+from trajlab.rulepacks import load_rule_file, safe_load_yaml
 
 SEVERITIES = ("error", "warning", "info")
 SPAN_KINDS = ("structural", "function_name", "param_name", "param_value", "text", "think")
@@ -126,7 +126,7 @@ def _user_taxonomies(dirs: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
         if not p.exists():
             continue
         try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+            data = safe_load_yaml(p.read_text(encoding="utf-8")) or {}
         except (OSError, yaml.YAMLError):
             continue
         if isinstance(data, dict):
