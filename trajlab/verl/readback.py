@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trajlab.tables import table_path
 
 #: the keys that mark a record as scored by the plugin (all of them must be present)
 MARKER_KEYS = ("task_score", "format_reward", "malformed_calls")
@@ -23,6 +22,8 @@ def reward_steps(out: Path | str, *, run: str | None = None, split: str | None =
     """Per (run, split, step), sorted: ``trajectories`` (that carry the plugin's keys) and the mean of each of
     :data:`MEAN_KEYS`. Empty when no trajectory carries them."""
     import polars as pl
+
+    from trajlab.tables import table_path  # pyarrow: only where a scan is read, never in the plugin's imports
 
     path = table_path(out, "trajectories")
     if not Path(path).is_file():
