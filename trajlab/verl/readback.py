@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-
 #: the keys that mark a record as scored by the plugin (all of them must be present)
 MARKER_KEYS = ("task_score", "format_reward", "malformed_calls")
 #: the keys averaged per step (``score`` is the dump's own column, ``trajectories.score``; the rest come from
