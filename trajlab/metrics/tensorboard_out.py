@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trajlab.errors import InputError
+from trajlab.errors import InputError, param
 
 FILE_NAME = "events.out.tfevents.trajlab"
 SUBDIR = "trajlab"
@@ -95,15 +95,15 @@ def write_scalars(dest: Path | str, steps: Sequence[dict[str, Any]],
 
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
-        raise InputError(f"--tensorboard {dest}: exists and is not a directory", hint="name a directory")
+        raise InputError(f"{param('tensorboard', str(dest))}: exists and is not a directory", hint="name a directory")
     by_run: dict[str, list[dict[str, Any]]] = {}
     for r in steps:
         by_run.setdefault(r.get("run") or "", []).append(r)
     targets = {run: run_file(dest, run or dest.name) for run in sorted(by_run)}
     for path in targets.values():
         if path.exists() and (not path.is_file() or path.is_symlink() or file_writer(path) != TRAJLAB_WRITER):
-            raise InputError(f"--tensorboard: {path} exists and was not written by trajlab; not replacing it",
-                             hint="move that file away or name another --tensorboard directory")
+            raise InputError(f"{param('tensorboard')}: {path} exists and was not written by trajlab; not replacing it",
+                             hint=f"move that file away or name another {param('tensorboard', metavar='DIR')}")
     written = []
     for run, path in targets.items():
         data = event_file_bytes(scalar_rows(by_run[run], warnings.get(run)), _wall_time(path))

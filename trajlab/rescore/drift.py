@@ -152,7 +152,7 @@ class _Pos:
 def _load_positions(ldir: Path) -> _Pos:
     import pyarrow.parquet as pq
 
-    from trajlab.errors import TrajlabError
+    from trajlab.errors import TrajlabError, param
     from trajlab.outpaths import read_json_object
 
     man, why = read_json_object(ldir / "manifest.json")
@@ -161,7 +161,7 @@ def _load_positions(ldir: Path) -> _Pos:
     if why or not isinstance(toks, list) or not all(isinstance(t, dict) and isinstance(t.get("token"), str)
                                                     for t in toks):
         raise TrajlabError(f"{ldir / 'manifest.json'}: {why or 'has no control_tokens list'}; the checkpoint's "
-                           "positions cannot be read", hint="rescore this checkpoint again (without --resume)")
+                           "positions cannot be read", hint=f"rescore this checkpoint again (without {param('resume')})")
     labels = [t["token"] for t in toks]
     t = pq.read_table(ldir / "positions.parquet")
     cp = t.column("control_probs").combine_chunks()
