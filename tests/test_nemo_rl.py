@@ -84,7 +84,7 @@ def test_real_rows_detected_and_read_from_ids(tmp_path: Path, tok) -> None:  # t
     d.mkdir()
     shutil.copy(DATA, d / DATA.name)
     out = tmp_path / "out"
-    s = scan([d], out, ScanOptions(jobs=1))
+    s = scan([d], out, ScanOptions(jobs=1, engine="columnar"))  # columnar asked: this format falls back, and says so
     assert s.trajectories == 2 and s.ingest_errors == 0
     assert s.engines[0]["engine"] == "records" and "nemo_rl_jsonl" in s.engines[0]["fallback"]
     traj = pl.read_parquet(out / "trajectories.parquet").sort("source_line")
@@ -111,6 +111,15 @@ def test_real_rows_detected_and_read_from_ids(tmp_path: Path, tok) -> None:  # t
             span = mine.filter(pl.col("turn") == row["turn_index"])
             assert span["generated"].all() == (row["role"] == "assistant")
             assert tok.decode(span["token_id"].to_list(), skip_special_tokens=False) == row["text"]
+    # the documented exact-token queries answer on this scan (the sample scan of test_query has no exact tokens)
+    from helpers.docs import doc_queries
+
+    from trajlab.query import sql
+
+    documented = [q for q in doc_queries() if "rollout_tokens" in q]
+    assert documented, "the docs should show a rollout_tokens query"
+    for q in documented:
+        assert sql(out, q).num_rows > 0, q
     # per-step figures: checked by hand from the ids
     st = pl.read_parquet(out / "steps.parquet").row(0, named=True)
     gen = [(g, p) for r in rows for g, p, m in zip(r["generation_logprobs"][0], r["prev_logprobs"][0],

@@ -261,5 +261,7 @@ def test_documented_example_queries_run(run: Path, tmp_path: Path) -> None:
     for q in queries:
         t = sql(tmp_path / "run" if "rescore_" in q else run, q)
         assert t.num_columns > 0, q
-        if "rescore_" not in q:
+        # rows need a rescore (rescore_*), exact tokens (rollout_tokens: test_nemo_rl.py) or the trainer's logs
+        # (metrics: test_report_sample.py runs these on the sample scan, which has them)
+        if "rescore_" not in q and "rollout_tokens" not in q and not re.search(r"\b(from|join)\s+metrics\b", q, re.I):
             assert t.num_rows > 0, q

@@ -81,7 +81,8 @@ def test_sample_report_renders_in_chromium(sample_report: Path, tmp_path: Path) 
 
 
 def test_documented_queries_answer_on_the_sample_scan(sample_scan: Path) -> None:
-    queries = [q for q in doc_queries() if "rescore_" not in q]
+    # rescore_* tables need a rescore; rollout_tokens needs a dump with exact tokens (tests/test_nemo_rl.py)
+    queries = [q for q in doc_queries() if "rescore_" not in q and "rollout_tokens" not in q]
     assert len(queries) >= 5
     for q in queries:
         t = sql(sample_scan, q)
