@@ -6,7 +6,7 @@ inside a structure it opened: a tool call or one of its parameters (the classifi
 every call family), a ``<think>`` block with no answer after it, an ``<answer>`` never closed, or a tool
 response block never closed. A ``<think>`` that is never closed (or opened twice) *before a complete answer* is
 not truncation: the answer is there and counts (the classifier reports it as
-``unclosed_think_before_answer``). :data:`END_REASONS` says, in words, what each reason means (``show`` prints
+``unbalanced_think``). :data:`END_REASONS` says, in words, what each reason means (``show`` prints
 it).
 """
 

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         run: str | None = typer.Option(None, "--run", show_default=False,
                                        help="With --step: the run (needed when several runs have that step)."),
         tokens: bool = typer.Option(False, "--tokens",
-                                    help="Show the per-token probabilities of the call tokens from the rescore results."),
+                                    help="Show the per-token probabilities of the call tokens: logged ones (exact-token dumps, e.g. NeMo-RL) and the rescore results."),
         checkpoint: list[str] = typer.Option([], "--checkpoint", "-c", show_default=False,
                                              help="With --tokens: only this checkpoint label (repeatable)."),
         prompt: bool = typer.Option(False, "--prompt", help="Also show the prompt (the dumped input)."),

@@ -23,7 +23,7 @@ class ShowOptions:
     split: str | None = None
     #: with ``step``: the run (needed when several runs have that step)
     run: str | None = None
-    #: add the per-token probabilities of each call's tokens from the rescore results
+    #: add the per-token probabilities of each call's tokens: logged ones (exact-token dumps) and the rescore results
     tokens: bool = False
     #: with ``tokens``: only these checkpoint labels (empty: every checkpoint)
     checkpoints: tuple[str, ...] = ()
