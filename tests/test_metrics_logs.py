@@ -206,6 +206,14 @@ def test_logs_are_matched_to_runs_by_the_stated_rules(tmp_path: Path) -> None:
                    "exp2/tb/events": ("exp2", "directory"), "elsewhere/x.jsonl": ("x", "unmatched")}
     only = match_runs([log("elsewhere/x.jsonl", "x")], {"r": {tmp_path / "r"}})
     assert (only[0].run, only[0].rule) == ("r", "only run")
+    # one run whose own log is found by name: another experiment's log beside it is not guessed to be the run's
+    # (scanning qwen35_xml_sft_run with sample_data/trajlab-samples once took qwen35_xml_run's reward as its own)
+    pair = {m.log.rel: (m.run, m.rule) for m in match_runs(
+        [log("p/sft.jsonl", "sft"), log("p/base.jsonl", "base")], {"sft": {tmp_path / "sft"}})}
+    assert pair == {"p/sft.jsonl": ("sft", "experiment name"), "p/base.jsonl": ("base", "unmatched")}
+    # two candidates and nothing to tell them apart: neither is guessed
+    two = match_runs([log("p/a.jsonl", "a"), log("p/b.jsonl", "b")], {"r": {tmp_path / "r"}})
+    assert [m.rule for m in two] == ["unmatched", "unmatched"]
     assert parse_metrics_specs(["a=b/c", "plain"]) == [("a", Path("b/c")), (None, Path("plain"))]
     assert sys.version_info >= (3, 10)
 

@@ -160,14 +160,17 @@ def series(rows: Iterable[dict[str, Any]], run: str, name: str) -> list[tuple[in
 
 def lead_times(out: Path | str, warnings: dict[str, dict[str, Any] | None], *, metric: str | None = None,
                direction: str = "down", **test: Any) -> list[dict[str, Any]]:
-    """One lead-time record per run that logged the metric (:func:`trajlab.metrics.leadtime.lead_time`, with
-    ``run`` added), runs sorted. ``warnings``: trajlab's early warning per run (:func:`trajlab.trends.run_warnings`);
+    """One lead-time record per scanned run that logged the metric (:func:`trajlab.metrics.leadtime.lead_time`,
+    with ``run`` added), runs sorted. ``warnings``: trajlab's early warning per scanned run (its keys are the runs;
+    :func:`trajlab.trends.run_warnings`): a log matched to no scanned run gets no lead time;
     ``metric``: the metric to test (None: the reward, :func:`trajlab.metrics.leadtime.pick_metric`)."""
     from trajlab.metrics.leadtime import lead_time, pick_metric
 
     names = metric_names(out)
     result = []
     for run, have in names.items():
+        if run not in warnings:
+            continue  # an unmatched log: its run was not scanned, so there is no warning to compare with
         chosen = pick_metric(have, metric)
         if chosen is None:
             continue

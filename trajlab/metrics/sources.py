@@ -16,7 +16,8 @@ file or a directory searched recursively). Each log is matched to a run, first r
 1. ``--metrics NAME=PATH``: run NAME;
 2. the experiment name equals a run's name, or the last part of it (``exp1`` matches run ``outputs/exp1``);
 3. the log lies in a run's directory (the deepest one), e.g. ``exp1/tensorboard_log/...`` beside ``exp1/rollout``;
-4. the scan has one run: that run;
+4. the scan has one run, no log of this kind matched it by rules 1-3, and this is the only log of its kind left:
+   that run (a log named for another experiment beside the run's own, or several candidates, are not guessed);
 5. no match: the log keeps its experiment name as its run (the scan summary lists it as unmatched).
 
 Hidden entries and trajlab output directories are not searched; event files trajlab itself wrote
@@ -201,14 +202,14 @@ def match_runs(logs: list[MetricsLog], run_dirs: dict[str, set[Path]]) -> list[M
     """Each log with its run, by the rules in the module docstring. ``run_dirs``: every run of the scan with the
     directories its dump files are in (split directories such as ``rollout/`` folded into their parent)."""
     runs = sorted(run_dirs)
-    out: list[MatchedLog] = []
-    for log in logs:
+    decided: dict[int, MatchedLog] = {}
+    for i, log in enumerate(logs):
         if log.named:
-            out.append(MatchedLog(log, log.named, "named"))
+            decided[i] = MatchedLog(log, log.named, "named")
             continue
         by_name = [r for r in runs if r == log.experiment] or [r for r in runs if r.rsplit("/", 1)[-1] == log.experiment]
         if len(by_name) == 1:
-            out.append(MatchedLog(log, by_name[0], "experiment name"))
+            decided[i] = MatchedLog(log, by_name[0], "experiment name")
             continue
         real = Path(os.path.realpath(log.path))
         best: tuple[int, str] | None = None
@@ -218,12 +219,15 @@ def match_runs(logs: list[MetricsLog], run_dirs: dict[str, set[Path]]) -> list[M
                 if rd in real.parents and (best is None or len(rd.parts) > best[0]):
                     best = (len(rd.parts), r)
         if best is not None:
-            out.append(MatchedLog(log, best[1], "directory"))
-        elif len(runs) == 1:
-            out.append(MatchedLog(log, runs[0], "only run"))
-        else:
-            out.append(MatchedLog(log, log.experiment, "unmatched"))
-    return out
+            decided[i] = MatchedLog(log, best[1], "directory")
+    # rule 4: one run, and per kind one candidate left that nothing else claims for it
+    left = [i for i in range(len(logs)) if i not in decided]
+    for kind in KINDS:
+        mine = [i for i in left if logs[i].kind == kind]
+        taken = any(m.log.kind == kind and m.run in runs for m in decided.values())
+        if len(runs) == 1 and len(mine) == 1 and not taken:
+            decided[mine[0]] = MatchedLog(logs[mine[0]], runs[0], "only run")
+    return [decided.get(i) or MatchedLog(log, log.experiment, "unmatched") for i, log in enumerate(logs)]
 
 
 def run_directories(files: Iterable[tuple[Path, str]]) -> dict[str, set[Path]]:
