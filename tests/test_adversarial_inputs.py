@@ -341,6 +341,14 @@ def test_discovery_of_a_fifo_does_not_hang(tmp_path, capfd):
     assert any("9.jsonl" in x and "regular file" in x for x in s["ingest_error_examples"])
     files, errors, _ = find_inputs([run / "rollout" / "9.jsonl"])
     assert not files and "regular file" in errors[0].reason
+    # the metrics-log search walks the same tree: FIFOs named like a file-logger log or an event file, beside the
+    # dumps and in verl's default tensorboard_log/ layout, are never opened
+    tb = tmp_path / "tensorboard_log" / "proj" / "run"
+    tb.mkdir(parents=True)
+    os.mkfifo(tb / "events.out.tfevents.1.host")
+    os.mkfifo(run / "metrics.jsonl")
+    rc, s, _ = scan_json([run, "-o", tmp_path / "out3", "--metrics", str(tb)], capfd)
+    assert rc == 0 and s["trajectories"] == 12
 
 
 def test_missing_input_alone_with_strict_is_one_line(tmp_path, capfd):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,11 +36,20 @@ def looks_like_metrics_record(obj: Any) -> bool:
 _HEAD = re.compile(rb'\s*\{\s*(?:"step"\s*:\s*-?\d+\s*,\s*"data"\s*:\s*\{|"data"\s*:\s*\{)')
 
 
+def is_regular_file(path: Path) -> bool:
+    """True for a regular file (after symlinks): a FIFO, socket or device under a scanned tree is never opened
+    (opening a FIFO blocks until a writer appears)."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def is_metrics_log(path: Path) -> bool:
     """True when ``path`` (``.jsonl``/``.ndjson``/``.json``) is a file-logger log: its first line is one
     ``{"step": N, "data": {...}}`` record. Judged from the first 4 KiB (a dump record starts otherwise), then the
     first line (at most 1 MiB) is parsed to confirm."""
-    if path.suffix.lower() not in (".jsonl", ".ndjson", ".json"):
+    if path.suffix.lower() not in (".jsonl", ".ndjson", ".json") or not is_regular_file(path):
         return False
     try:
         with open(path, "rb") as f:

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trajlab.metrics.filelog import is_metrics_log
+from trajlab.metrics.filelog import is_metrics_log, is_regular_file
 
 KINDS = ("file", "tensorboard")
 
@@ -64,7 +64,10 @@ def is_event_file(path: Path) -> bool:
 
 
 def log_kind(path: Path) -> str | None:
-    """``tensorboard`` for an event file, ``file`` for a file-logger log, else None."""
+    """``tensorboard`` for an event file, ``file`` for a file-logger log, else None (also for anything that is not
+    a regular file: a FIFO named like an event file is never opened)."""
+    if not is_regular_file(path):
+        return None
     if is_event_file(path):
         return "tensorboard"
     if is_metrics_log(path):
