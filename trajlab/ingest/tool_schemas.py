@@ -413,8 +413,10 @@ def load_tools_file(path: str | Path) -> list[dict[str, Any]]:
         try:
             data = safe_load_yaml(text)
         except yaml.YAMLError as e:
+            if "while increasing" in str(e) and "level" in str(e):  # libyaml's own nesting limit
+                raise _too_deep(p) from None
             raise InputError(f"{param('tools')} file {p} is not valid YAML: {e}") from None
-        except RecursionError:
+        except RecursionError:  # the pure-Python parser's
             raise _too_deep(p) from None
     else:
         try:
