@@ -288,3 +288,30 @@ def test_default_locations_near_the_dumps_and_ambiguity(tmp_path: Path) -> None:
     logs, problems = find_logs([work / "outputs" / "exp1"], experiments=["exp1"])
     assert problems == [] and sorted((m.kind, m.rel) for m in logs) == [
         ("file", "proj/exp1.jsonl"), ("tensorboard", "tensorboard_log/proj/exp1/events.out.tfevents.1.host")]
+
+
+def test_resumed_run_newer_event_file_wins_and_abandoned_steps_drop(tmp_path: Path) -> None:
+    """A run resumed from its step-5 checkpoint after crashing at step 8 writes a second event file that starts
+    again at step 5: steps 5.. come from the newer file (as TensorBoard shows them), the old file's 5..8 go."""
+    from trajlab.metrics.load import lead_times, read_metrics, scan_metrics
+    from trajlab.metrics.tfevents import FILE_VERSION, encode_event
+
+    tb = tmp_path / "tensorboard_log" / "proj" / "exp1"
+    tb.mkdir(parents=True)
+
+    def events(name: str, steps: dict[int, float]) -> None:
+        recs = [frame(encode_event(0, 1.0, file_version=FILE_VERSION))]
+        recs += [frame(encode_event(s, 1.0, scalars=[("critic/score/mean", v), ("other", 7.0)]))
+                 for s, v in steps.items()]
+        (tb / name).write_bytes(b"".join(recs))
+
+    events("events.out.tfevents.1700000000.host.1.0", {s: 1.0 for s in range(1, 9)})
+    events("events.out.tfevents.1700009000.host.2.0", {5: 0.5, 6: 0.5})
+    out = tmp_path / "out"
+    out.mkdir()
+    scan_metrics(out, [tmp_path], [("exp1", tb)], [])
+    rows = read_metrics(out, ["critic/score/mean"])
+    assert [(r["step"], r["value"]) for r in rows] == [(1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0), (5, 0.5), (6, 0.5)]
+    assert len(read_metrics(out, ["other"])) == 6
+    (rec,) = lead_times(out, {"exp1": None})
+    assert rec["metric_steps"] == 6
