@@ -315,3 +315,14 @@ def test_resumed_run_newer_event_file_wins_and_abandoned_steps_drop(tmp_path: Pa
     assert len(read_metrics(out, ["other"])) == 6
     (rec,) = lead_times(out, {"exp1": None})
     assert rec["metric_steps"] == 6
+
+
+def test_no_breakdown_on_a_flat_zero_metric_with_float_jitter() -> None:
+    """A metric flat at exactly 0 has no spread and no scale: float jitter is not a fall (it read as p = 0); a real
+    fall from a flat 0 still is one."""
+    flat = [(i, 0.0) for i in range(40)]
+    assert breakdown(flat + [(40 + j, -1e-12) for j in range(5)]) is None
+    assert breakdown(flat + [(40 + j, 3e-15) for j in range(5)], direction="up") is None
+    fell = breakdown(flat + [(40 + j, -0.05) for j in range(5)])
+    assert fell is not None and fell["step"] == 40 and fell["p_value"] == 0.0
+    assert breakdown([(i, 0.0) for i in range(40)]) is None and breakdown([(i, math.nan) for i in range(40)]) is None
