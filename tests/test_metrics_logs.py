@@ -326,3 +326,23 @@ def test_no_breakdown_on_a_flat_zero_metric_with_float_jitter() -> None:
     fell = breakdown(flat + [(40 + j, -0.05) for j in range(5)])
     assert fell is not None and fell["step"] == 40 and fell["p_value"] == 0.0
     assert breakdown([(i, 0.0) for i in range(40)]) is None and breakdown([(i, math.nan) for i in range(40)]) is None
+
+
+def test_linked_log_directories_are_followed_and_link_loops_end(tmp_path: Path) -> None:
+    """A run's tensorboard_log/ that is a link to shared storage is read (dump discovery follows links too); a
+    link loop beside it is walked once, not forever."""
+    from trajlab.metrics.tfevents import FILE_VERSION, encode_event
+
+    shared = tmp_path / "shared" / "exp1"
+    shared.mkdir(parents=True)
+    (shared / "events.out.tfevents.1700000000.host").write_bytes(
+        frame(encode_event(0, 1.0, file_version=FILE_VERSION))
+        + frame(encode_event(1, 1.0, scalars=[("critic/score/mean", 0.5)])))
+    run = tmp_path / "outputs" / "exp1"
+    (run / "rollout").mkdir(parents=True)
+    (run / "tensorboard_log").symlink_to(shared, target_is_directory=True)
+    (run / "loop").symlink_to(run, target_is_directory=True)
+    (shared / "up").symlink_to(tmp_path, target_is_directory=True)
+    logs, problems = find_logs([run])
+    assert problems == [] and [(m.kind, m.rel) for m in logs] == [
+        ("tensorboard", "exp1/tensorboard_log/events.out.tfevents.1700000000.host")]
