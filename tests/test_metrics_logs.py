@@ -288,3 +288,61 @@ def test_default_locations_near_the_dumps_and_ambiguity(tmp_path: Path) -> None:
     logs, problems = find_logs([work / "outputs" / "exp1"], experiments=["exp1"])
     assert problems == [] and sorted((m.kind, m.rel) for m in logs) == [
         ("file", "proj/exp1.jsonl"), ("tensorboard", "tensorboard_log/proj/exp1/events.out.tfevents.1.host")]
+
+
+def test_resumed_run_newer_event_file_wins_and_abandoned_steps_drop(tmp_path: Path) -> None:
+    """A run resumed from its step-5 checkpoint after crashing at step 8 writes a second event file that starts
+    again at step 5: steps 5.. come from the newer file (as TensorBoard shows them), the old file's 5..8 go."""
+    from trajlab.metrics.load import lead_times, read_metrics, scan_metrics
+    from trajlab.metrics.tfevents import FILE_VERSION, encode_event
+
+    tb = tmp_path / "tensorboard_log" / "proj" / "exp1"
+    tb.mkdir(parents=True)
+
+    def events(name: str, steps: dict[int, float]) -> None:
+        recs = [frame(encode_event(0, 1.0, file_version=FILE_VERSION))]
+        recs += [frame(encode_event(s, 1.0, scalars=[("critic/score/mean", v), ("other", 7.0)]))
+                 for s, v in steps.items()]
+        (tb / name).write_bytes(b"".join(recs))
+
+    events("events.out.tfevents.1700000000.host.1.0", {s: 1.0 for s in range(1, 9)})
+    events("events.out.tfevents.1700009000.host.2.0", {5: 0.5, 6: 0.5})
+    out = tmp_path / "out"
+    out.mkdir()
+    scan_metrics(out, [tmp_path], [("exp1", tb)], [])
+    rows = read_metrics(out, ["critic/score/mean"])
+    assert [(r["step"], r["value"]) for r in rows] == [(1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0), (5, 0.5), (6, 0.5)]
+    assert len(read_metrics(out, ["other"])) == 6
+    (rec,) = lead_times(out, {"exp1": None})
+    assert rec["metric_steps"] == 6
+
+
+def test_no_breakdown_on_a_flat_zero_metric_with_float_jitter() -> None:
+    """A metric flat at exactly 0 has no spread and no scale: float jitter is not a fall (it read as p = 0); a real
+    fall from a flat 0 still is one."""
+    flat = [(i, 0.0) for i in range(40)]
+    assert breakdown(flat + [(40 + j, -1e-12) for j in range(5)]) is None
+    assert breakdown(flat + [(40 + j, 3e-15) for j in range(5)], direction="up") is None
+    fell = breakdown(flat + [(40 + j, -0.05) for j in range(5)])
+    assert fell is not None and fell["step"] == 40 and fell["p_value"] == 0.0
+    assert breakdown([(i, 0.0) for i in range(40)]) is None and breakdown([(i, math.nan) for i in range(40)]) is None
+
+
+def test_linked_log_directories_are_followed_and_link_loops_end(tmp_path: Path) -> None:
+    """A run's tensorboard_log/ that is a link to shared storage is read (dump discovery follows links too); a
+    link loop beside it is walked once, not forever."""
+    from trajlab.metrics.tfevents import FILE_VERSION, encode_event
+
+    shared = tmp_path / "shared" / "exp1"
+    shared.mkdir(parents=True)
+    (shared / "events.out.tfevents.1700000000.host").write_bytes(
+        frame(encode_event(0, 1.0, file_version=FILE_VERSION))
+        + frame(encode_event(1, 1.0, scalars=[("critic/score/mean", 0.5)])))
+    run = tmp_path / "outputs" / "exp1"
+    (run / "rollout").mkdir(parents=True)
+    (run / "tensorboard_log").symlink_to(shared, target_is_directory=True)
+    (run / "loop").symlink_to(run, target_is_directory=True)
+    (shared / "up").symlink_to(tmp_path, target_is_directory=True)
+    logs, problems = find_logs([run])
+    assert problems == [] and [(m.kind, m.rel) for m in logs] == [
+        ("tensorboard", "exp1/tensorboard_log/events.out.tfevents.1700000000.host")]

@@ -7,7 +7,8 @@ and the next ``window - 1`` steps (default 5). Step *t* is a breakdown when, wit
 ``min_baseline_steps`` earlier steps,
 
 * the step's own value is below ``m0`` (``direction="up"``: above),
-* the window's mean is at least ``drop`` (0.2) x ``max(|m0|, s0)`` below ``m0`` (up: above), and
+* the window's mean is at least ``drop`` (0.2) x ``max(|m0|, s0)`` below ``m0`` (up: above), and more than
+  rounding (``1e-9 x max(1, |m0|)``: a metric flat at 0 has neither spread nor scale), and
 * a one-sided two-sample z-test of the window's mean against the baseline's mean, with the baseline's spread
   (``z = (m0 - mean) / (s0 * sqrt(1/n_window + 1/n_baseline))``), gives ``p < alpha`` (1e-3).
 
@@ -27,6 +28,9 @@ from typing import Any
 BREAKDOWN_DEFAULTS: dict[str, Any] = {"window": 5, "alpha": 1e-3, "drop": 0.2, "min_baseline_steps": 5}
 #: the metrics tried, in order, when none is named
 REWARD_METRICS = ("critic/score/mean", "critic/rewards/mean")
+#: a window mean this close to the baseline's (relative, for values above 1) is rounding, not a fall: a metric flat
+#: at exactly 0 has no spread and no relative threshold, so float jitter alone would otherwise read as p = 0
+ROUNDING = 1e-9
 DIRECTIONS = ("down", "up")
 
 
@@ -54,7 +58,7 @@ def breakdown(
             win = seq[i:i + window]
             mean = sum(x for _, x in win) / len(win)
             gap = sign * (m0 - mean)
-            if sign * (m0 - v) > 0 and gap > 0 and gap >= drop * max(abs(m0), s0):
+            if sign * (m0 - v) > 0 and gap > ROUNDING * max(1.0, abs(m0)) and gap >= drop * max(abs(m0), s0):
                 se = s0 * math.sqrt(1.0 / len(win) + 1.0 / i)
                 p = 0.0 if se == 0 else 0.5 * math.erfc(gap / se / math.sqrt(2))
                 if p < alpha:

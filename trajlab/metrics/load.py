@@ -116,8 +116,9 @@ def scan_metrics(out: Path, roots: Sequence[Path | str], named: Sequence[tuple[s
 
 def read_metrics(out: Path | str, names: Iterable[str] | None = None, run: str | None = None) -> list[dict[str, Any]]:
     """Rows of ``OUT/metrics.parquet`` (``run, step, name, value``), one per (run, step, name): where both loggers
-    logged a value, the file logger's (full precision). Optionally only ``names`` / one ``run``. Empty when the
-    scan has no metrics table."""
+    logged a value, the file logger's (full precision); where a resumed run's newer event file logged a step again,
+    the newer file's (:func:`_resumed_from`). Optionally only ``names`` / one ``run``. Empty when the scan has no
+    metrics table."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -125,18 +126,45 @@ def read_metrics(out: Path | str, names: Iterable[str] | None = None, run: str |
     path = table_path(out, METRICS.name)
     if not path.is_file():
         return []
-    t = pq.read_table(path, columns=["run", "step", "name", "value", "logger"])
+    t = pq.read_table(path, columns=["run", "step", "name", "value", "logger", "source"])
     if run is not None:
         t = t.filter(pc.equal(t["run"], run))
     if names is not None:
         t = t.filter(pc.is_in(t["name"], value_set=pa.array(list(names), type=pa.string())))
-    best: dict[tuple[str, int, str], tuple[int, float]] = {}
-    for r in t.to_pylist():
+    rows = t.to_pylist()
+    cut = _resumed_from(rows)
+    best: dict[tuple[str, int, str], tuple[tuple[int, int], float]] = {}
+    for r in rows:
         k = (r["run"], r["step"], r["name"])
-        rank = LOGGER_ORDER.get(r["logger"], 9)
+        place, restart = cut.get((r["run"], r["name"], r["source"]), (0, None))
+        if restart is not None and r["step"] >= restart:
+            continue  # logged before a resume that restarted at an earlier step: the abandoned stretch
+        rank = (LOGGER_ORDER.get(r["logger"], 9), -place)
         if k not in best or rank < best[k][0]:
             best[k] = (rank, r["value"])
     return [{"run": k[0], "step": k[1], "name": k[2], "value": v[1]} for k, v in sorted(best.items())]
+
+
+def _resumed_from(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], tuple[int, int | None]]:
+    """For each (run, name, event file): the file's place among the run's event files holding that name, oldest
+    first (by file name, which holds its creation time: ``events.out.tfevents.<seconds>.<host>...``), and the
+    first step of that name in a later file, or None. A resumed run writes a new event file and restarts at its
+    checkpoint's step: as TensorBoard does, the older file's values from that step on (the abandoned stretch) are
+    dropped and the newer file's win."""
+    first: dict[tuple[str, str], dict[str, int]] = {}
+    for r in rows:
+        if r["logger"] == "tensorboard":
+            got = first.setdefault((r["run"], r["name"]), {})
+            got[r["source"]] = min(got.get(r["source"], r["step"]), r["step"])
+    out: dict[tuple[str, str, str], tuple[int, int | None]] = {}
+    for (run, name), starts in first.items():
+        if len(starts) < 2:
+            continue
+        order = sorted(starts, key=lambda s: (s.rsplit("/", 1)[-1], s))
+        for i, src in enumerate(order):
+            later = [starts[s] for s in order[i + 1:]]
+            out[(run, name, src)] = (i, min(later) if later else None)
+    return out
 
 
 def metric_names(out: Path | str) -> dict[str, list[str]]:

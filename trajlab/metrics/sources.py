@@ -20,7 +20,8 @@ file or a directory searched recursively). Each log is matched to a run, first r
    that run (a log named for another experiment beside the run's own, or several candidates, are not guessed);
 5. no match: the log keeps its experiment name as its run (the scan summary lists it as unmatched).
 
-Hidden entries and trajlab output directories are not searched; event files trajlab itself wrote
+Links to directories are followed (each directory walked once: a link loop ends there); hidden entries and
+trajlab output directories are not searched; event files trajlab itself wrote
 (:mod:`trajlab.metrics.tensorboard_out`) are never read back as training metrics.
 """
 
@@ -157,9 +158,16 @@ def find_logs(roots: Iterable[Path], named: Iterable[tuple[str | None, Path]] = 
                 return 0
             add(root, kind, root.relative_to(base).as_posix() if base else root.name, name)
             return 1
-        for d, dirs, files in os.walk(root, followlinks=False):
+        visited: set[str] = set()
+        for d, dirs, files in os.walk(root, followlinks=True):  # links followed, as dump discovery does
             dp = Path(d)
-            dirs[:] = sorted(x for x in dirs if not x.startswith(".") and output_kind(dp / x) is None)
+            real = os.path.realpath(dp)
+            if real in visited:  # a link loop, or a directory reached twice: walked once
+                dirs[:] = []
+                continue
+            visited.add(real)
+            dirs[:] = sorted(x for x in dirs if not x.startswith(".") and output_kind(dp / x) is None
+                             and os.path.realpath(dp / x) not in visited)
             for fn in sorted(files):
                 if fn.startswith("."):
                     continue
