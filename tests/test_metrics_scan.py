@@ -34,6 +34,13 @@ def _reward(run: str) -> dict[int, float]:
     return {d["step"]: d["data"]["critic/score/mean"] for d in map(json.loads, lines)}
 
 
+def _falls(win: list[float], m0: float, s0: float, n: int, alpha: float, drop: float) -> bool:
+    """This window's mean is significantly and clearly below a baseline of ``n`` steps."""
+    mean = sum(win) / len(win)
+    z = (m0 - mean) / (s0 * math.sqrt(1 / len(win) + 1 / n))
+    return m0 - mean >= drop * max(abs(m0), s0) and 0.5 * math.erfc(z / math.sqrt(2)) < alpha
+
+
 def _hand_breakdown(values: dict[int, float], window: int = 5, alpha: float = 1e-3, drop: float = 0.2) -> int | None:
     steps = sorted(values)
     for i, s in enumerate(steps):
@@ -43,9 +50,8 @@ def _hand_breakdown(values: dict[int, float], window: int = 5, alpha: float = 1e
         m0 = sum(base) / i
         s0 = math.sqrt(sum((x - m0) ** 2 for x in base) / (i - 1))
         win = [values[x] for x in steps[i:i + window]]
-        mean = sum(win) / len(win)
-        z = (m0 - mean) / (s0 * math.sqrt(1 / len(win) + 1 / i))
-        if values[s] < m0 and m0 - mean >= drop * max(abs(m0), s0) and 0.5 * math.erfc(z / math.sqrt(2)) < alpha:
+        confirm = [values[x] for x in steps[i + window:i + 2 * window]]  # and it stays down after the window
+        if values[s] < m0 and confirm and all(_falls(w, m0, s0, i, alpha, drop) for w in (win, confirm)):
             return s
     return None
 

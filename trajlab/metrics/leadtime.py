@@ -10,9 +10,15 @@ and the next ``window - 1`` steps (default 5). Step *t* is a breakdown when, wit
 * the window's mean is at least ``drop`` (0.2) x ``max(|m0|, s0)`` below ``m0`` (up: above), and more than
   rounding (``1e-9 x max(1, |m0|)``: a metric flat at 0 has neither spread nor scale), and
 * a one-sided two-sample z-test of the window's mean against the baseline's mean, with the baseline's spread
-  (``z = (m0 - mean) / (s0 * sqrt(1/n_window + 1/n_baseline))``), gives ``p < alpha`` (1e-3).
+  (``z = (m0 - mean) / (s0 * sqrt(1/n_window + 1/n_baseline))``), gives ``p < alpha`` (1e-3), and
+* the metric stays down: the *confirmation window*, the ``window`` steps after the window (as many as were
+  logged, at least one), passes the same two conditions against the same baseline. A fall that is not yet
+  followed by a logged step is not reported.
 
-The first such step is where the metric fell. The lead time is that step minus the early-warning step: positive
+The first such step is where the metric fell. The confirmation is what makes "broke down" mean "fell and stayed
+down": testing every step of a long run at ``alpha`` finds a 5-step dip somewhere in pure noise in 20-30% of
+300-step runs (simulated: a reward that is N(0, 0.05), N(-0.5, 0.1) or the mean of 16 Bernoulli(0.3) draws per
+step); with the confirmation, 1-2%. On the sample runs the breakdown step is the same (108) either way. The lead time is that step minus the early-warning step: positive
 when trajlab warned before the reward fell ("warned N steps before the reward fell"), negative when after.
 
 The metric is the reward verl logs (``critic/score/mean``, else ``critic/rewards/mean``, else the first
@@ -56,12 +62,11 @@ def breakdown(
             m0 = total / i
             s0 = math.sqrt(max(0.0, (sq - i * m0 * m0) / (i - 1)))
             win = seq[i:i + window]
-            mean = sum(x for _, x in win) / len(win)
-            gap = sign * (m0 - mean)
-            if sign * (m0 - v) > 0 and gap > ROUNDING * max(1.0, abs(m0)) and gap >= drop * max(abs(m0), s0):
-                se = s0 * math.sqrt(1.0 / len(win) + 1.0 / i)
-                p = 0.0 if se == 0 else 0.5 * math.erfc(gap / se / math.sqrt(2))
-                if p < alpha:
+            confirm = seq[i + window:i + 2 * window]
+            if sign * (m0 - v) > 0 and confirm:
+                mean, p = _window_test([x for _, x in win], m0, s0, i, sign, drop)
+                p_confirm = _window_test([x for _, x in confirm], m0, s0, i, sign, drop)[1]
+                if p < alpha and p_confirm < alpha:
                     word = "below" if direction == "down" else "above"
                     return {
                         "step": step,
@@ -71,15 +76,31 @@ def breakdown(
                         "window_mean": mean,
                         "window": [s for s, _ in win],
                         "p_value": p,
+                        "confirm_window": [s for s, _ in confirm],
+                        "confirm_p_value": p_confirm,
                         "direction": direction,
                         "statistic": (
                             f"one-sided z-test of the mean over steps {win[0][0]}..{win[-1][0]} against the mean "
                             f"of all {i} earlier steps with their spread (p < {alpha:g}; mean {word} the baseline "
-                            f"by >= {drop:g} x max(|baseline|, sd))"),
+                            f"by >= {drop:g} x max(|baseline|, sd)), confirmed over steps "
+                            f"{confirm[0][0]}..{confirm[-1][0]}"),
                     }
         total += v
         sq += v * v
     return None
+
+
+def _window_test(values: Sequence[float], m0: float, s0: float, n_base: int, sign: float,
+                 drop: float) -> tuple[float, float]:
+    """``(mean, p)`` of one window against the baseline (mean ``m0``, sd ``s0`` over ``n_base`` steps): ``p`` is
+    the one-sided z-test's, or 1.0 when the window's mean is not below (``sign`` -1: above) the baseline by
+    ``drop`` x max(|m0|, s0) and by more than rounding."""
+    mean = sum(values) / len(values)
+    gap = sign * (m0 - mean)
+    if not (gap > ROUNDING * max(1.0, abs(m0)) and gap >= drop * max(abs(m0), s0)):
+        return mean, 1.0
+    se = s0 * math.sqrt(1.0 / len(values) + 1.0 / n_base)
+    return mean, (0.0 if se == 0 else 0.5 * math.erfc(gap / se / math.sqrt(2)))
 
 
 def pick_metric(names: Iterable[str], wanted: str | None = None) -> str | None:
