@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 from trajlab.toolcalls.draft import MISSING, CallDraft, Issue, Ranges
 from trajlab.toolcalls.format_base import ToolFormat
@@ -97,7 +97,7 @@ _BLOB_NAME = re.compile(r'"action"[ \t\r\n]*:[ \t\r\n]*"((?:[^"\\]|\\.)*)"')
 _BLOB_INPUT = re.compile(r'"action_input"[ \t\r\n]*:[ \t\r\n]*')
 
 
-def _json_blob(text: str, ks: int, s: int, e: int, rs: RuleSet, spans: bool) -> CallDraft | None | bool:
+def _json_blob(text: str, ks: int, s: int, e: int, rs: RuleSet, spans: bool) -> CallDraft | None | Literal[False]:
     """The call in LangChain's JSON blob ``text[s:e]`` (as its ReActJsonSingleInputOutputParser reads it), None
     when the blob names ``Final Answer`` (the answer, no call), False when ``text[s:e]`` is no such blob."""
     m = _BLOB.fullmatch(text, s, e)
