@@ -327,3 +327,16 @@ def test_langchain_json_blob_and_name_on_the_next_line():
               '```\n{\n  "action": $TOOL_NAME,\n  "action_input": $INPUT\n}\n```\n'
               "Thought: consider\nAction:\n```\n$JSON_BLOB\n```\nObservation: action result\n")
     assert detect_tool_format(prompt, "") == "react"
+
+
+def test_tool_list_with_windows_newlines_and_a_note_line():
+    """A prompt with CRLF newlines still yields each tool's description; a "Note: ..." line in the tool block is
+    no tool when the prompt's "should be one of [...]" list names the tools."""
+    p = ("You have access to the following tools:\r\n\r\nsearch: a search engine. Useful for: current events\r\n"
+         "Note: the tools may fail\r\n\r\nUse the following format:\r\n\r\nQuestion: q\r\nThought: t\r\n"
+         "Action: the action to take, should be one of [search, calculator]\r\nAction Input: the input\r\n"
+         "Observation: the result\r\n")
+    tools, src = tools_from_prompt(p)
+    assert src == "prompt_react"
+    assert [(t["name"], t["description"]) for t in tools] == [
+        ("search", "a search engine. Useful for: current events"), ("calculator", "")]
