@@ -340,3 +340,11 @@ def test_tool_list_with_windows_newlines_and_a_note_line():
     assert src == "prompt_react"
     assert [(t["name"], t["description"]) for t in tools] == [
         ("search", "a search engine. Useful for: current events"), ("calculator", "")]
+
+
+def test_blank_region_after_an_empty_action_line_is_read_in_linear_time():
+    """40k blank lines after `Action:` (the JSON-blob reader once backtracked quadratically over them: seconds per
+    turn) and a line that is no JSON blob are one call with no input, read at once."""
+    ta = _analyze("Action:\n" + " \n" * 20000 + "{" * 1000, [])
+    assert len(ta.calls) == 1 and ta.calls[0].function_name == "{" * 1000
+    assert "missing_action_input" in ta.calls[0].categories

@@ -92,32 +92,50 @@ def _read_input(d: CallDraft, text: str, s: int, e: int, rs: RuleSet, spans: boo
 
 
 #: LangChain's JSON agent step: ``Action:`` then a (fenced) JSON blob ``{"action": NAME, "action_input": INPUT}``
-_BLOB = re.compile(r"[ \t\r\n]*(?:```[ \t]*(?:json)?[ \t]*\r?\n)?[ \t\r\n]*(\{.*\})[ \t\r\n]*(?:```)?[ \t\r\n]*", re.S)
 _BLOB_NAME = re.compile(r'"action"[ \t\r\n]*:[ \t\r\n]*"((?:[^"\\]|\\.)*)"')
 _BLOB_INPUT = re.compile(r'"action_input"[ \t\r\n]*:[ \t\r\n]*')
+
+
+def _blob_bounds(text: str, s: int, e: int) -> tuple[int, int, int] | None:
+    """``(start, end)`` of the JSON object that ``text[s:e]`` holds alone, optionally inside a ```` ``` ````
+    fence, and the end of the blob (after its closing fence); None when it holds anything else. (Linear: no
+    regex over the whole region.)"""
+    s, e = _strip_span(text, s, e)
+    if text.startswith("```", s):
+        eol = text.find("\n", s, e)
+        if eol < 0 or text[s + 3:eol].strip() not in ("", "json", "JSON"):
+            return None
+        s = _strip_span(text, eol, e)[0]
+    after = e
+    if text.endswith("```", s, e):
+        e = _strip_span(text, s, e - 3)[1]
+    if e - s < 2 or text[s] != "{" or text[e - 1] != "}":
+        return None
+    return s, e, after
 
 
 def _json_blob(text: str, ks: int, s: int, e: int, rs: RuleSet, spans: bool) -> CallDraft | None | Literal[False]:
     """The call in LangChain's JSON blob ``text[s:e]`` (as its ReActJsonSingleInputOutputParser reads it), None
     when the blob names ``Final Answer`` (the answer, no call), False when ``text[s:e]`` is no such blob."""
-    m = _BLOB.fullmatch(text, s, e)
+    m = _blob_bounds(text, s, e)
     if m is None:
         return False
+    os_, oe, after = m
     try:
-        obj = json.loads(m.group(1))
+        obj = json.loads(text[os_:oe])
     except (ValueError, RecursionError):
         return False
-    nm = _BLOB_NAME.search(text, m.start(1), m.end(1))
+    nm = _BLOB_NAME.search(text, os_, oe)
     if not isinstance(obj, dict) or not isinstance(obj.get("action"), str) or nm is None:
         return False
     name = obj["action"]
     if name.strip() == "Final Answer":
         return None
-    end = _strip_span(text, m.end(1), m.end())[1]  # (after the closing fence)
+    end = after
     d = CallDraft("react", ks, end, name, nm.start(1), nm.end(1))
     d.span("structural", ks, nm.start(1))
     d.span("function_name", nm.start(1), nm.end(1))
-    im = _BLOB_INPUT.search(text, nm.end(1), m.end(1)) or _BLOB_INPUT.search(text, m.start(1), m.end(1))
+    im = _BLOB_INPUT.search(text, nm.end(1), oe) or _BLOB_INPUT.search(text, os_, oe)
     if im is None or "action_input" not in obj:
         d.add("missing_action_input", "missing", ks, end, name=name,
               blocker="the input the action was meant to get is unknown")
@@ -126,7 +144,7 @@ def _json_blob(text: str, ks: int, s: int, e: int, rs: RuleSet, spans: bool) -> 
         _v, ve = json.JSONDecoder().raw_decode(text, im.end())
     except (ValueError, RecursionError):
         return False
-    if ve > m.end(1):
+    if ve > oe:
         return False
     if text[im.end()] == "{":
         d.span("structural", nm.end(1), im.end())
