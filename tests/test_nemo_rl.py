@@ -344,3 +344,26 @@ def test_sft_pool_positive_from_exact_tokens_has_no_literal_end_token(tmp_path: 
     assert asst[0]["tool_calls"][0]["function"]["name"] == "search"
     assert asst[0]["content"].endswith("</think>")  # the call cut out of the text, nothing else
     assert asst[1]["content"].endswith("<answer>Shakespeare</answer>")
+
+
+def test_malformed_numbers_and_shapes_cost_only_their_sample() -> None:
+    """A 400-digit integer log-prob or reward is null (no OverflowError); a loss mask of nested lists or strings
+    skips its sample instead of reading every token as generated; a line mixing a bad sample with a good one keeps
+    the good one."""
+    from trajlab.ingest import nemo_rl
+
+    def read(row: dict) -> tuple[list, list[str]]:
+        recs, notes = nemo_rl.to_trajectories(row, source_path="x/train_data_step2.jsonl", line=1, file_step=None,
+                                              file_split=None)
+        return recs, [n.reason for n in notes]
+
+    recs, notes = read({"token_ids": [[9707, 11, 1879]], "token_loss_mask": [[0, 1, 1]], "input_lengths": [3],
+                        "generation_logprobs": [[0.0, 10**400, -0.5]], "rewards": [10**400]})
+    assert len(recs) == 1 and recs[0].tokens.logprob == [None, None, -0.5] and recs[0].score is None
+    assert any("too large" in n for n in notes)
+    for mask in ([[1], [0], [1]], ["0", "1", "1"]):
+        recs, notes = read({"token_ids": [[9707, 11, 1879]], "token_loss_mask": [mask], "input_lengths": [3]})
+        assert recs == [] and any("not numbers" in n for n in notes), notes
+    recs, notes = read({"token_ids": [[9707, 11, 1879], 5], "token_loss_mask": [[0, 1, 1], [1]],
+                        "input_lengths": [3, 1]})
+    assert [r.sample for r in recs] == [0] and any("sample 1: no token ids" in n for n in notes), notes

@@ -306,3 +306,45 @@ def test_end_tokens_kept_by_the_decode_are_not_part_of_the_input():
         assert [(c.status, c.arguments) for c in ta.calls] == [("ok", {"expression": "17 * 23"})] and not ta.findings
         ta = _analyze(CLEAN[0] + tail)
         assert [c.arguments for c in ta.calls] == ["capital of France"]
+
+
+def test_langchain_json_blob_and_name_on_the_next_line():
+    """LangChain's JSON ReAct agent writes `Action:` alone and a (fenced) JSON blob below it; its ReAct parser also
+    reads a name on the line after `Action:`. Both are calls with the right name and input, a blob naming
+    `Final Answer` is the answer, and such a prompt and output are detected as ReAct."""
+    blob = 'Thought: look it up\nAction:\n```json\n{\n  "action": "search",\n  "action_input": {"query": "x"}\n}\n```\n'
+    ta = _analyze(blob, [])
+    assert [(c.function_name, c.arguments, c.categories) for c in ta.calls] == [("search", {"query": "x"}, [])]
+    assert ta.calls[0].raw.endswith("```")
+    ta = _analyze('Action:\n```\n{"action": "calculator", "action_input": "2+2"}\n```')
+    assert [(c.function_name, c.arguments, c.categories) for c in ta.calls] == [
+        ("calculator", {"expression": "2+2"}, [])]
+    assert _analyze('Thought: done\nAction:\n```\n{"action": "Final Answer", "action_input": "42"}\n```').calls == []
+    ta = _analyze("Thought: t\r\nAction:\r\nsearch\r\nAction Input: weather in SF\r\n", [])
+    assert [(c.function_name, c.arguments, c.categories) for c in ta.calls] == [("search", "weather in SF", [])]
+    assert detect_tool_format("user\nhi\nassistant\n", blob) == "react"
+    prompt = ('Use a json blob to specify a tool by providing an action key (tool name) and an action_input key.\n'
+              '```\n{\n  "action": $TOOL_NAME,\n  "action_input": $INPUT\n}\n```\n'
+              "Thought: consider\nAction:\n```\n$JSON_BLOB\n```\nObservation: action result\n")
+    assert detect_tool_format(prompt, "") == "react"
+
+
+def test_tool_list_with_windows_newlines_and_a_note_line():
+    """A prompt with CRLF newlines still yields each tool's description; a "Note: ..." line in the tool block is
+    no tool when the prompt's "should be one of [...]" list names the tools."""
+    p = ("You have access to the following tools:\r\n\r\nsearch: a search engine. Useful for: current events\r\n"
+         "Note: the tools may fail\r\n\r\nUse the following format:\r\n\r\nQuestion: q\r\nThought: t\r\n"
+         "Action: the action to take, should be one of [search, calculator]\r\nAction Input: the input\r\n"
+         "Observation: the result\r\n")
+    tools, src = tools_from_prompt(p)
+    assert src == "prompt_react"
+    assert [(t["name"], t["description"]) for t in tools] == [
+        ("search", "a search engine. Useful for: current events"), ("calculator", "")]
+
+
+def test_blank_region_after_an_empty_action_line_is_read_in_linear_time():
+    """40k blank lines after `Action:` (the JSON-blob reader once backtracked quadratically over them: seconds per
+    turn) and a line that is no JSON blob are one call with no input, read at once."""
+    ta = _analyze("Action:\n" + " \n" * 20000 + "{" * 1000, [])
+    assert len(ta.calls) == 1 and ta.calls[0].function_name == "{" * 1000
+    assert "missing_action_input" in ta.calls[0].categories

@@ -62,11 +62,19 @@ def _floats(v: Any, n: int) -> list[float | None] | None:
         return None
     out: list[float | None] = []
     for x in v[:n]:
-        if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
-            out.append(float(x))
-        else:
-            out.append(None)
+        out.append(_finite(x))
     return out
+
+
+def _finite(x: Any) -> float | None:
+    """``x`` as a finite float, else None (an integer too large for a float is None, not an OverflowError)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    try:
+        f = float(x)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
 
 
 def _runs(mask: list[bool]) -> list[tuple[int, int, bool]]:
@@ -89,7 +97,7 @@ def to_trajectories(
     ids_all = obj.get("token_ids")
     if not isinstance(ids_all, list) or not ids_all:
         return [], [IngestError(source_path, line, "field 'token_ids' is missing or empty; record skipped")]
-    if not all(isinstance(x, list) for x in ids_all):  # one sample written without the per-sample list
+    if not any(isinstance(x, list) for x in ids_all):  # one sample written without the per-sample list
         obj = {k: [v] for k, v in obj.items()}
         ids_all = obj["token_ids"]
     n = len(ids_all)
@@ -130,6 +138,8 @@ def _sample(obj: dict[str, Any], i: int, n: int, *, source_path: str, line: int,
     mask_raw = masks[i] if masks is not None else None
     if not isinstance(mask_raw, list) or len(mask_raw) < length:
         return None, [f"sample {i}: 'token_loss_mask' is missing or shorter than the sample; sample skipped"]
+    if not all(isinstance(x, (int, float)) for x in mask_raw[:length]):  # (bool is an int)
+        return None, [f"sample {i}: 'token_loss_mask' holds values that are not numbers; sample skipped"]
     mask = [bool(x) for x in mask_raw[:length]]
     gen_lp = _per_sample(obj, "generation_logprobs", n)
     train_lp = _per_sample(obj, "prev_logprobs", n)

@@ -252,7 +252,7 @@ def _typescript_tools(text: str) -> list[dict[str, Any]] | None:
     return tools or None
 
 
-_REACT_HEADER = re.compile(r"(?:have access to|can use|may use|available tools|following tools)[^\n]*:[ \t]*\n", re.IGNORECASE)
+_REACT_HEADER = re.compile(r"(?:have access to|can use|may use|available tools|following tools)[^\n]*:[ \t]*\r?\n", re.IGNORECASE)
 _REACT_END = re.compile(r"^[ \t]*(?:Use the following format|Question:|Thought:|Action:|Action Input:|Begin!|To use a tool)",
                         re.MULTILINE)
 _REACT_LINE = re.compile(r"^[ \t]*(?:[-*•][ \t]*|\d+[.)][ \t]*)?`?([A-Za-z_][\w.\-]{0,63})`?(?:\([^)\n]*\))?[ \t]*:[ \t]*(.*)$")
@@ -331,10 +331,12 @@ def _react_tools(text: str) -> list[dict[str, Any]] | None:
             "properties": {pm.group(2): {"type": "string"}}, "required": [pm.group(2)]}))
     om = _REACT_ONE_OF.search(text)
     if om is not None:
-        for raw in om.group(1).split(","):
-            nm = raw.strip().strip("'\"` ")
-            if nm and re.fullmatch(r"[A-Za-z_][\w.\-]{0,63}", nm):
-                tools.setdefault(nm, _react_tool(nm, ""))
+        names = [nm for nm in (raw.strip().strip("'\"` ") for raw in om.group(1).split(","))
+                 if nm and re.fullmatch(r"[A-Za-z_][\w.\-]{0,63}", nm)]
+        if any(nm in tools for nm in names):  # the prompt's own list of actions: a listed line not in it
+            tools = {k: v for k, v in tools.items() if k in names}  # ("Note: ...") is no tool
+        for nm in names:
+            tools.setdefault(nm, _react_tool(nm, ""))
     return list(tools.values()) or None
 
 

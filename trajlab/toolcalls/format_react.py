@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 from trajlab.toolcalls.draft import MISSING, CallDraft, Issue, Ranges
 from trajlab.toolcalls.format_base import ToolFormat
@@ -91,6 +91,73 @@ def _read_input(d: CallDraft, text: str, s: int, e: int, rs: RuleSet, spans: boo
     d.span("structural", qe, e)
 
 
+#: LangChain's JSON agent step: ``Action:`` then a (fenced) JSON blob ``{"action": NAME, "action_input": INPUT}``
+_BLOB_NAME = re.compile(r'"action"[ \t\r\n]*:[ \t\r\n]*"((?:[^"\\]|\\.)*)"')
+_BLOB_INPUT = re.compile(r'"action_input"[ \t\r\n]*:[ \t\r\n]*')
+
+
+def _blob_bounds(text: str, s: int, e: int) -> tuple[int, int, int] | None:
+    """``(start, end)`` of the JSON object that ``text[s:e]`` holds alone, optionally inside a ```` ``` ````
+    fence, and the end of the blob (after its closing fence); None when it holds anything else. (Linear: no
+    regex over the whole region.)"""
+    s, e = _strip_span(text, s, e)
+    if text.startswith("```", s):
+        eol = text.find("\n", s, e)
+        if eol < 0 or text[s + 3:eol].strip() not in ("", "json", "JSON"):
+            return None
+        s = _strip_span(text, eol, e)[0]
+    after = e
+    if text.endswith("```", s, e):
+        e = _strip_span(text, s, e - 3)[1]
+    if e - s < 2 or text[s] != "{" or text[e - 1] != "}":
+        return None
+    return s, e, after
+
+
+def _json_blob(text: str, ks: int, s: int, e: int, rs: RuleSet, spans: bool) -> CallDraft | None | Literal[False]:
+    """The call in LangChain's JSON blob ``text[s:e]`` (as its ReActJsonSingleInputOutputParser reads it), None
+    when the blob names ``Final Answer`` (the answer, no call), False when ``text[s:e]`` is no such blob."""
+    m = _blob_bounds(text, s, e)
+    if m is None:
+        return False
+    os_, oe, after = m
+    try:
+        obj = json.loads(text[os_:oe])
+    except (ValueError, RecursionError):
+        return False
+    nm = _BLOB_NAME.search(text, os_, oe)
+    if not isinstance(obj, dict) or not isinstance(obj.get("action"), str) or nm is None:
+        return False
+    name = obj["action"]
+    if name.strip() == "Final Answer":
+        return None
+    end = after
+    d = CallDraft("react", ks, end, name, nm.start(1), nm.end(1))
+    d.span("structural", ks, nm.start(1))
+    d.span("function_name", nm.start(1), nm.end(1))
+    im = _BLOB_INPUT.search(text, nm.end(1), oe) or _BLOB_INPUT.search(text, os_, oe)
+    if im is None or "action_input" not in obj:
+        d.add("missing_action_input", "missing", ks, end, name=name,
+              blocker="the input the action was meant to get is unknown")
+        return d
+    try:
+        _v, ve = json.JSONDecoder().raw_decode(text, im.end())
+    except (ValueError, RecursionError):
+        return False
+    if ve > oe:
+        return False
+    if text[im.end()] == "{":
+        d.span("structural", nm.end(1), im.end())
+        fill_json_arguments(d, text, im.end(), ve, rs, spans=spans, fmt="react")
+        d.span("structural", ve, end)
+    else:  # a string input (LangChain passes it on as the single input) or another JSON value
+        d.json_args = obj["action_input"]
+        d.span("structural", nm.end(1), im.end())
+        d.span("param_value", im.end(), ve)
+        d.span("structural", ve, end)
+    return d
+
+
 class ReactFormat(ToolFormat):
     """ReAct ``Action:`` / ``Action Input:`` steps."""
 
@@ -109,7 +176,9 @@ class ReactFormat(ToolFormat):
         finals = [k for k in keys if k[0] == "final"]
         for i, (kind, ks, ke) in enumerate(keys):
             if kind == "action":
-                calls.append(self._action(text, keys, i, hi, rs, spans))
+                d = self._action(text, keys, i, hi, rs, spans)
+                if d is not None:
+                    calls.append(d)
             elif kind == "input" and (i == 0 or keys[i - 1][0] != "action"):
                 # an Action Input with no Action before it: no tool is named, so no call (a turn-level problem)
                 eol = text.find("\n", ke, hi)
@@ -140,11 +209,20 @@ class ReactFormat(ToolFormat):
         return calls, issues
 
     def _action(self, text: str, keys: list[tuple[str, int, int]], i: int, hi: int, rs: RuleSet,
-                spans: bool) -> CallDraft:
+                spans: bool) -> CallDraft | None:
+        """The call of the Action key ``keys[i]``; None when it is LangChain's JSON blob naming ``Final Answer``."""
         _kind, ks, ke = keys[i]
         eol = text.find("\n", ke, hi)
         line_end = hi if eol < 0 else eol
         ns, ne = _strip_span(text, ke, line_end)
+        if ns == ne:  # nothing on the Action line: the name, or LangChain's JSON blob, is on the lines below
+            region_end = keys[i + 1][1] if i + 1 < len(keys) else hi
+            blob = _json_blob(text, ks, line_end, region_end, rs, spans)
+            if blob is not False:
+                return blob
+            bs, be = _strip_span(text, line_end, region_end)
+            if bs < be and "\n" not in text[bs:be]:  # `Action:\nsearch` (LangChain's regex allows it)
+                ns, ne, line_end = bs, be, be
         bm = _BRACKET.fullmatch(text, ns, ne)
         if bm is not None:  # the ReAct paper's `Action 1: Search[Apple Remote]`: the input inside the brackets
             d = CallDraft("react", ks, ne, bm.group(1), bm.start(1), bm.end(1))
