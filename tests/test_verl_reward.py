@@ -206,3 +206,17 @@ def test_task_failure_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFi
     assert [r["task_failed"] for r in results] == [1.0] * 5
     msgs = [r.getMessage() for r in caplog.records if "KeyError" in r.getMessage()]
     assert len(msgs) == 1 and "missing column" in msgs[0]
+
+
+def test_harmony_calls_without_start_markers_stay_linear() -> None:
+    """gpt-oss calls back to back with no ``<|start|>`` between them (the manager's decode with special tokens kept
+    of a degenerate turn): each call's header once reached back to the turn's start, so N calls cost N² time and
+    memory (2,000 calls: 0.7 GB; a 1 Mi-character response was killed for memory)."""
+    import time
+
+    block = "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1}<|call|>"
+    t0 = time.perf_counter()
+    r = compute_score("d", block * 3000, None, {}, task_fn="none", tool_format="gpt_oss")
+    assert time.perf_counter() - t0 < 5
+    _check(r, reward_keys(task_fn="none", tool_format="gpt_oss"))
+    assert r["tool_calls"] == 3000 and r["malformed_calls"] == 0
