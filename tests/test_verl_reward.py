@@ -220,3 +220,19 @@ def test_harmony_calls_without_start_markers_stay_linear() -> None:
     assert time.perf_counter() - t0 < 5
     _check(r, reward_keys(task_fn="none", tool_format="gpt_oss"))
     assert r["tool_calls"] == 3000 and r["malformed_calls"] == 0
+
+
+def test_bare_function_flood_is_capped_like_tool_call_openers() -> None:
+    """``<function=`` without ``<tool_call>`` has no opener for the per-turn call cap to count: a 10 MB flood of
+    them classified 100k calls (10 s); now the first 1,000 are classified and the sample says it was cut."""
+    import time
+
+    t0 = time.perf_counter()
+    r = compute_score("d", "<function=" * 1_000_000, None, {}, **NONE)
+    assert time.perf_counter() - t0 < 3
+    _check(r, reward_keys(**NONE))
+    assert r["classified"] == 0.0 and 0 < r["tool_calls"] <= 1000
+    whole = compute_score("d", (GOOD + "\n") * 900, None, {}, **NONE)
+    assert whole["classified"] == 1.0 and whole["tool_calls"] == 900 and whole["malformed_calls"] == 0
+    cut = compute_score("d", (GOOD + "\n") * 1500, None, {}, **NONE)  # cut before a <tool_call>: no dangling opener
+    assert cut["tool_calls"] == 1000 and cut["malformed_calls"] == 0 and cut["classified"] == 0.0
