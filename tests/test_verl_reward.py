@@ -236,3 +236,16 @@ def test_bare_function_flood_is_capped_like_tool_call_openers() -> None:
     assert whole["classified"] == 1.0 and whole["tool_calls"] == 900 and whole["malformed_calls"] == 0
     cut = compute_score("d", (GOOD + "\n") * 1500, None, {}, **NONE)  # cut before a <tool_call>: no dangling opener
     assert cut["tool_calls"] == 1000 and cut["malformed_calls"] == 0 and cut["classified"] == 0.0
+
+
+def test_logged_task_failure_never_carries_terminal_controls(tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A task function's exception that quotes the model's text (ESC sequences, a bidi override) is logged with
+    those characters made visible."""
+    f = tmp_path / "task_esc.py"
+    f.write_text("def compute_score(solution_str, **kw):\n    raise LookupError('no answer in ' + solution_str)\n")
+    with caplog.at_level("WARNING", logger="trajlab.verl"):
+        r = compute_score("d", "\x1b[2J\x1b]0;pwned\x07\u202eevil", None, {}, task_fn=str(f))
+    assert r["task_failed"] == 1.0
+    msgs = [x.getMessage() for x in caplog.records if "LookupError" in x.getMessage()]
+    assert len(msgs) == 1 and "\x1b" not in msgs[0] and "\u202e" not in msgs[0] and "\\x1b[2J" in msgs[0]

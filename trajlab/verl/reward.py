@@ -43,7 +43,10 @@ def log_once(kind: str, message: str) -> None:
         if kind in _LOGGED:
             return
         _LOGGED.add(kind)
-    log.warning("trajlab reward: %s (logged once; counted per sample in the result's keys)", message)
+    from trajlab.console import literal  # (rich: loaded only when something is logged)
+
+    # a task function's exception may quote the model's text: it never drives the terminal verl logs to
+    log.warning("trajlab reward: %s (logged once; counted per sample in the result's keys)", literal(message))
 
 
 @dataclass(frozen=True)
