@@ -206,3 +206,46 @@ def test_task_failure_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFi
     assert [r["task_failed"] for r in results] == [1.0] * 5
     msgs = [r.getMessage() for r in caplog.records if "KeyError" in r.getMessage()]
     assert len(msgs) == 1 and "missing column" in msgs[0]
+
+
+def test_harmony_calls_without_start_markers_stay_linear() -> None:
+    """gpt-oss calls back to back with no ``<|start|>`` between them (the manager's decode with special tokens kept
+    of a degenerate turn): each call's header once reached back to the turn's start, so N calls cost N² time and
+    memory (2,000 calls: 0.7 GB; a 1 Mi-character response was killed for memory)."""
+    import time
+
+    block = "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1}<|call|>"
+    t0 = time.perf_counter()
+    r = compute_score("d", block * 3000, None, {}, task_fn="none", tool_format="gpt_oss")
+    assert time.perf_counter() - t0 < 5
+    _check(r, reward_keys(task_fn="none", tool_format="gpt_oss"))
+    assert r["tool_calls"] == 3000 and r["malformed_calls"] == 0
+
+
+def test_bare_function_flood_is_capped_like_tool_call_openers() -> None:
+    """``<function=`` without ``<tool_call>`` has no opener for the per-turn call cap to count: a 10 MB flood of
+    them classified 100k calls (10 s); now the first 1,000 are classified and the sample says it was cut."""
+    import time
+
+    t0 = time.perf_counter()
+    r = compute_score("d", "<function=" * 1_000_000, None, {}, **NONE)
+    assert time.perf_counter() - t0 < 3
+    _check(r, reward_keys(**NONE))
+    assert r["classified"] == 0.0 and 0 < r["tool_calls"] <= 1000
+    whole = compute_score("d", (GOOD + "\n") * 900, None, {}, **NONE)
+    assert whole["classified"] == 1.0 and whole["tool_calls"] == 900 and whole["malformed_calls"] == 0
+    cut = compute_score("d", (GOOD + "\n") * 1500, None, {}, **NONE)  # cut before a <tool_call>: no dangling opener
+    assert cut["tool_calls"] == 1000 and cut["malformed_calls"] == 0 and cut["classified"] == 0.0
+
+
+def test_logged_task_failure_never_carries_terminal_controls(tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A task function's exception that quotes the model's text (ESC sequences, a bidi override) is logged with
+    those characters made visible."""
+    f = tmp_path / "task_esc.py"
+    f.write_text("def compute_score(solution_str, **kw):\n    raise LookupError('no answer in ' + solution_str)\n")
+    with caplog.at_level("WARNING", logger="trajlab.verl"):
+        r = compute_score("d", "\x1b[2J\x1b]0;pwned\x07\u202eevil", None, {}, task_fn=str(f))
+    assert r["task_failed"] == 1.0
+    msgs = [x.getMessage() for x in caplog.records if "LookupError" in x.getMessage()]
+    assert len(msgs) == 1 and "\x1b" not in msgs[0] and "\u202e" not in msgs[0] and "\\x1b[2J" in msgs[0]

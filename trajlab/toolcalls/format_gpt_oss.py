@@ -78,9 +78,11 @@ class GptOssFormat(ToolFormat):
             mi = text.find(MESSAGE, pos, hi)
             if mi < 0:
                 break
-            # the header: back to the previous message boundary
-            hs = lo
-            for b in _MSG_BOUNDARY.finditer(text, pos if pos > lo else lo, mi):
+            # the header: back to the previous message boundary, never before the previous call's end (two
+            # calls with no `<|start|>` between them: a header reaching back to the turn's start made every call
+            # span the ones before it, quadratic in time and memory)
+            hs = pos
+            for b in _MSG_BOUNDARY.finditer(text, pos, mi):
                 hs = b.start() if b.group() == START else b.end()
             header = text[hs:mi]
             body_s = mi + len(MESSAGE)

@@ -27,7 +27,7 @@ from typing import Any
 
 from trajlab.errors import TrajlabError
 from trajlab.model import RawTrajectory
-from trajlab.trajectory import analyze_trajectory, turn_cut
+from trajlab.trajectory import CALL_OPENER, TURN_CLASSIFY_CALLS, analyze_trajectory, turn_cut
 from trajlab.verl.options import RewardOptions, options_from_kwargs, split_kwargs
 from trajlab.verl.policy import RewardPolicy, judge, load_policy
 from trajlab.verl.task import TaskFn, call_task_fn, load_task_fn
@@ -43,7 +43,10 @@ def log_once(kind: str, message: str) -> None:
         if kind in _LOGGED:
             return
         _LOGGED.add(kind)
-    log.warning("trajlab reward: %s (logged once; counted per sample in the result's keys)", message)
+    from trajlab.console import literal  # (rich: loaded only when something is logged)
+
+    # a task function's exception may quote the model's text: it never drives the terminal verl logs to
+    log.warning("trajlab reward: %s (logged once; counted per sample in the result's keys)", literal(message))
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,9 @@ class Scorer:
         cut = turn_cut(text) if len(text) > 1024 else None
         if cut is None and len(text) > self.options.max_chars:
             cut = self.options.max_chars
+        fcut = _function_cut(text) if len(text) > 1024 else None
+        if fcut is not None:
+            cut = fcut if cut is None else min(cut, fcut)
         if cut is not None:
             cut = min(cut, self.options.max_chars)
             log_once("cap", f"a response of {len(text):,} characters was classified up to character {cut:,} "
@@ -124,6 +130,24 @@ class Scorer:
         an = analyze_trajectory(rec, tool_format=self.options.tool_format, tools=self.tools,
                                 rules_dirs=self.options.rules_dirs)
         return judge(an, self.policy), cut is None and not an.notes
+
+
+def _function_cut(text: str) -> int | None:
+    """Where to cut a response with more than :data:`~trajlab.trajectory.TURN_CLASSIFY_CALLS` ``<function=`` openers
+    (bare qwen3_coder calls have no ``<tool_call>`` for :func:`~trajlab.trajectory.turn_cut` to count: a 1 Mi flood
+    of them took 10 s), before the first opener past the cap (and its ``<tool_call>``, when one opens it)."""
+    if text.count(_FUNCTION_OPENER) <= TURN_CLASSIFY_CALLS:
+        return None
+    pos = -1
+    for _ in range(TURN_CLASSIFY_CALLS + 1):
+        pos = text.find(_FUNCTION_OPENER, pos + 1)
+    tc = text.rfind(CALL_OPENER, max(0, pos - 64), pos)
+    if tc >= 0 and not text[tc + len(CALL_OPENER):pos].strip():
+        pos = tc
+    return max(pos, 1)
+
+
+_FUNCTION_OPENER = "<function="
 
 
 def _as_text(x: Any) -> str:
