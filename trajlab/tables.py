@@ -229,15 +229,17 @@ INGEST_ERRORS = TableSpec(
 
 METRICS = TableSpec(
     "metrics",
-    "The trainer's own metrics (verl's file logger and TensorBoard event files), one row per run, step, name and "
-    "log; join to steps on (run, step).",
+    "The trainer's own metrics (verl's file logger, TensorBoard event files and W&B run files), one row per run, "
+    "step, name and log; join to steps on (run, step).",
     (
         C("run", STR, "the run the log belongs to (see trajlab.metrics.sources for the matching rule)", False),
         C("step", I64, "training step as logged", False),
         C("name", STR, "metric name as logged, e.g. critic/score/mean", False),
         C("value", F64, "the value (NaN where the log has NaN or null; TensorBoard values are float32)"),
-        C("logger", STR, "file (verl's file logger JSON lines) | tensorboard (an event file)", False),
-        C("source", STR, "the log's path (relative to the path it was found under)", False),
+        C("logger", STR, "file (verl's file logger JSON lines) | tensorboard (an event file) | wandb (a W&B run "
+          "file; the W&B runs of one experiment merged by step, the later run's value on an overlap)", False),
+        C("source", STR, "the log's path (relative to the path it was found under); for W&B the run file the "
+          "value came from", False),
     ),
     ("run", "step", "name", "logger", "source"),
 )

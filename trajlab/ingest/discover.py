@@ -81,6 +81,7 @@ def find_inputs(
     side: list[str] = []
     owned: list[tuple[str, str]] = []  # (relative name, what trajlab output it is)
     metrics_logs: list[str] = []
+    wandb_dirs: list[str] = []
     hidden = 0
     roots: list[Path] = []
     names: list[str | None] = []
@@ -152,6 +153,9 @@ def find_inputs(
                 errors.append(IngestError(rel_d, None, f"cannot read directory: {e.strerror or e}; skipped"))
                 continue
             entry_names = {x.name for x in entries}
+            if d != root and _is_wandb_run_dir(d, entry_names):
+                wandb_dirs.append(rel_d)  # W&B's run folder: its .wandb file is read as metrics, nothing as dumps
+                continue
             model = _checkpoint_shape(d, entry_names)
             if model:
                 ckpt_dirs.append(rel_d)
@@ -206,6 +210,10 @@ def find_inputs(
         skipped.append(f"{len(owned)} file{'s' if len(owned) != 1 else ''} trajlab wrote (its own outputs are never "
                        f"read as input: {', '.join(kinds[:4])}{', ...' if len(kinds) > 4 else ''}), e.g. "
                        + ", ".join(f"{r} ({k})" for r, k in owned[:3]))
+    if wandb_dirs:
+        skipped.append(f"{len(wandb_dirs)} W&B run director{'y' if len(wandb_dirs) == 1 else 'ies'} (their .wandb "
+                       f"file is read into the metrics table, nothing there as dumps), e.g. "
+                       f"{', '.join(wandb_dirs[:3])}")
     if metrics_logs:
         skipped.append(f"{len(metrics_logs)} training-metrics log{'s' if len(metrics_logs) != 1 else ''} (verl's file "
                        f"logger; read into the metrics table, not as dumps), e.g. {', '.join(metrics_logs[:3])}")
@@ -216,6 +224,14 @@ def find_inputs(
                        f"decompress them first, e.g. gunzip -k), e.g. {', '.join(compressed[:3])}")
     files = sorted(found.values(), key=lambda f: (f.rel, str(f.path)))
     return files, errors, skipped
+
+
+def _is_wandb_run_dir(d: Path, names: set[str]) -> bool:
+    """A W&B run folder (``wandb/offline-run-*/``, ``wandb/run-*/``): it holds a ``run-<id>.wandb`` file that
+    starts with W&B's header."""
+    from trajlab.metrics.wandbfile import is_wandb_file
+
+    return any(n.startswith("run-") and n.endswith(".wandb") and is_wandb_file(d / n) for n in names)
 
 
 def _real(p: Path) -> str:

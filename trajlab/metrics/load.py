@@ -20,8 +20,9 @@ from trajlab.tables import METRICS, table_path, write_table
 
 #: stored beside the table: the fingerprint of the logs and matching it was written from
 KEY_FILE = ".metrics_key"
-#: which logger wins when both logged the same (run, step, name): the file logger keeps full precision
-LOGGER_ORDER = {"file": 0, "tensorboard": 1}
+#: which logger wins when several logged the same (run, step, name): the file logger and W&B keep full precision,
+#: TensorBoard float32
+LOGGER_ORDER = {"file": 0, "wandb": 1, "tensorboard": 2}
 
 
 def read_log(m: MatchedLog) -> tuple[list[dict[str, Any]], list[str]]:
@@ -71,8 +72,9 @@ def _fingerprint(matched: Sequence[MatchedLog]) -> str:
 def scan_metrics(out: Path, roots: Sequence[Path | str], named: Sequence[tuple[str | None, Path]],
                  dumps: Iterable[tuple[Path, str]]) -> dict[str, Any]:
     """Find, match, read and write the metrics of a scan into ``out``; returns the report stored in the scan
-    summary: ``logs`` (path, logger, run, rule, rows), ``unmatched`` runs, ``names`` (distinct metric names per
-    run) and ``problems`` (one line each).
+    summary: ``logs`` (path, logger, run, rule, rows), ``unmatched`` runs, ``wandb`` (per run, the W&B runs merged:
+    :func:`trajlab.metrics.wandbruns.merge_wandb`), ``names`` (distinct metric names per run) and ``problems``
+    (one line each).
 
     ``roots``: the scanned paths; ``named``: the ``--metrics`` values (:func:`~trajlab.metrics.sources.
     parse_metrics_specs`); ``dumps``: ``(dump path, run)`` of every dump file the scan read.
@@ -93,7 +95,22 @@ def scan_metrics(out: Path, roots: Sequence[Path | str], named: Sequence[tuple[s
         cached: dict[str, Any] = json.loads(old.split("\n", 1)[1])
         return cached
     rows: list[dict[str, Any]] = []
+    wandb_runs: list[dict[str, Any]] = []
+    by_file: dict[str, int] = {}
+    for run in sorted({m.run for m in matched if m.log.kind == "wandb"}):
+        from trajlab.metrics.wandbruns import merge_wandb
+
+        merged, info, p = merge_wandb([m for m in matched if m.log.kind == "wandb" and m.run == run])
+        rows += [{"run": run, "step": r.step, "name": r.name, "value": r.value, "logger": "wandb",
+                  "source": r.source} for r in merged]
+        for r in merged:
+            by_file[r.source] = by_file.get(r.source, 0) + 1
+        wandb_runs.append(info)
+        problems += p
     for m in matched:
+        if m.log.kind == "wandb":
+            rows_by_log.append(by_file.get(m.log.rel, 0))
+            continue
         got, p = read_log(m)
         rows += got
         rows_by_log.append(len(got))
@@ -106,6 +123,7 @@ def scan_metrics(out: Path, roots: Sequence[Path | str], named: Sequence[tuple[s
         "logs": [{"path": m.log.rel, "logger": m.log.kind, "run": m.run, "rule": m.rule, "rows": n}
                  for m, n in zip(matched, rows_by_log, strict=True)],
         "unmatched": sorted({m.run for m in matched if m.rule == "unmatched"}),
+        "wandb": wandb_runs,
         "names": {run: len(v) for run, v in sorted(names.items())},
         "problems": problems[:50],
         "problem_count": len(problems),
@@ -115,8 +133,8 @@ def scan_metrics(out: Path, roots: Sequence[Path | str], named: Sequence[tuple[s
 
 
 def read_metrics(out: Path | str, names: Iterable[str] | None = None, run: str | None = None) -> list[dict[str, Any]]:
-    """Rows of ``OUT/metrics.parquet`` (``run, step, name, value``), one per (run, step, name): where both loggers
-    logged a value, the file logger's (full precision); where a resumed run's newer event file logged a step again,
+    """Rows of ``OUT/metrics.parquet`` (``run, step, name, value``), one per (run, step, name): where several
+    loggers logged a value, the file logger's, else W&B's (both full precision), else TensorBoard's; where a resumed run's newer event file logged a step again,
     the newer file's (:func:`_resumed_from`). Optionally only ``names`` / one ``run``. Empty when the scan has no
     metrics table."""
     import pyarrow as pa

@@ -1,23 +1,27 @@
 """Where a run's training metrics are on disk, and which run each log belongs to.
 
-Two kinds of log are read (:data:`KINDS`):
+Three kinds of log are read (:data:`KINDS`):
 
 * ``file``: verl's file logger, ``{VERL_FILE_LOGGER_ROOT}/{project}/{experiment}.jsonl``
   (:mod:`trajlab.metrics.filelog`); its *experiment* is the file name without ``.jsonl``;
 * ``tensorboard``: event files (a name containing ``tfevents``), verl's default
-  ``tensorboard_log/{project}/{experiment}/events.out.tfevents.*``; its *experiment* is the directory holding it.
+  ``tensorboard_log/{project}/{experiment}/events.out.tfevents.*``; its *experiment* is the directory holding it;
+* ``wandb``: a W&B run file (``*.wandb`` starting with W&B's header, :mod:`trajlab.metrics.wandbfile`), verl's
+  default ``wandb/offline-run-*/run-<id>.wandb`` (``wandb/run-*/`` when online); its *experiment* is the run's
+  display name (verl's ``experiment_name``). A resumed verl run starts a new W&B run with the same name: all its
+  files go to one run (:mod:`trajlab.metrics.wandbruns` merges them).
 
 Logs are found under the scanned paths (beside the dumps), in verl's default locations near them
-(``tensorboard_log/<project>/<run>/`` in the two directories above a scanned path, ``<project>/<run>.jsonl`` in the
-one just above it, for each run of the scan: verl writes both relative to its working directory; a run name
+(``tensorboard_log/<project>/<run>/`` and ``wandb/`` in the two directories above a scanned path,
+``<project>/<run>.jsonl`` in the one just above it, for each run of the scan: verl writes both relative to its working directory; a run name
 found under several projects there is ambiguous and not taken) and under every ``--metrics [NAME=]PATH`` (a log
 file or a directory searched recursively). Each log is matched to a run, first rule that applies:
 
 1. ``--metrics NAME=PATH``: run NAME;
 2. the experiment name equals a run's name, or the last part of it (``exp1`` matches run ``outputs/exp1``);
 3. the log lies in a run's directory (the deepest one), e.g. ``exp1/tensorboard_log/...`` beside ``exp1/rollout``;
-4. the scan has one run, no log of this kind matched it by rules 1-3, and this is the only log of its kind left:
-   that run (a log named for another experiment beside the run's own, or several candidates, are not guessed);
+4. the scan has one run, no log of this kind matched it by rules 1-3, and this is the only log of its kind left
+   (for W&B: the only experiment name left): that run (a log named for another experiment beside the run's own, or several candidates, are not guessed);
 5. no match: the log keeps its experiment name as its run (the scan summary lists it as unmatched).
 
 Links to directories are followed (each directory walked once: a link loop ends there); hidden entries and
@@ -34,7 +38,7 @@ from pathlib import Path
 
 from trajlab.metrics.filelog import is_metrics_log, is_regular_file
 
-KINDS = ("file", "tensorboard")
+KINDS = ("file", "tensorboard", "wandb")
 
 
 @dataclass(frozen=True)
@@ -65,18 +69,30 @@ def is_event_file(path: Path) -> bool:
 
 
 def log_kind(path: Path) -> str | None:
-    """``tensorboard`` for an event file, ``file`` for a file-logger log, else None (also for anything that is not
-    a regular file: a FIFO named like an event file is never opened)."""
+    """``tensorboard`` for an event file, ``file`` for a file-logger log, ``wandb`` for a W&B run file, else None
+    (also for anything that is not a regular file: a FIFO named like an event file is never opened)."""
     if not is_regular_file(path):
         return None
     if is_event_file(path):
         return "tensorboard"
+    if path.suffix == ".wandb":
+        from trajlab.metrics.wandbfile import is_wandb_file
+
+        return "wandb" if is_wandb_file(path) else None
     if is_metrics_log(path):
         return "file"
     return None
 
 
 def _experiment(path: Path, kind: str) -> str:
+    if kind == "wandb":
+        from trajlab.metrics.wandbfile import read_wandb
+
+        try:
+            head = read_wandb(path, history=False)
+        except OSError:
+            return path.stem
+        return head.name or head.run_id or path.stem
     return path.parent.name if kind == "tensorboard" else path.name.rsplit(".", 1)[0]
 
 
@@ -95,6 +111,24 @@ def parse_metrics_specs(specs: Iterable[str | Path]) -> list[tuple[str | None, P
 
 #: how many directories above a scanned path are searched for ``tensorboard_log/`` and for file-logger logs
 ANCESTORS = {"tensorboard": 2, "file": 1}
+#: the folder W&B writes its runs to in the trainer's working directory (``$WANDB_DIR`` or the cwd)
+WANDB_DIR = "wandb"
+
+
+def wandb_locations(roots: Iterable[Path]) -> list[tuple[Path, Path]]:
+    """``wandb/`` folders in the two directories above each scanned path (verl's working directory, where W&B
+    leaves ``wandb/offline-run-*/``), as ``(the directory above, the folder)``."""
+    out: list[tuple[Path, Path]] = []
+    seen: set[str] = set()
+    for r in roots:
+        base = Path(os.path.abspath(r))
+        base = base if base.is_dir() else base.parent
+        for anc in list(base.parents)[:ANCESTORS["tensorboard"]]:
+            loc = anc / WANDB_DIR
+            if str(loc) not in seen and loc.is_dir():
+                seen.add(str(loc))
+                out.append((anc, loc))
+    return out
 
 
 def default_locations(roots: Iterable[Path], experiments: Iterable[str],
@@ -154,7 +188,8 @@ def find_logs(roots: Iterable[Path], named: Iterable[tuple[str | None, Path]] = 
             kind = log_kind(root)
             if kind is None:
                 if explicit:
-                    problems.append(f"--metrics {root}: not a verl file-logger log or a TensorBoard event file")
+                    problems.append(f"--metrics {root}: not a verl file-logger log, a TensorBoard event file or a "
+                                    "W&B run file (.wandb)")
                 return 0
             add(root, kind, root.relative_to(base).as_posix() if base else root.name, name)
             return 1
@@ -197,15 +232,15 @@ def find_logs(roots: Iterable[Path], named: Iterable[tuple[str | None, Path]] = 
     for r in roots:
         if r.exists() and output_kind(r) is None:
             walk(r, None, False)
-    for anc, p in default_locations(roots, experiments, problems):
+    for anc, p in default_locations(roots, experiments, problems) + wandb_locations(roots):
         walk(p, None, False, base=anc)
     for name, p in named:
         if not p.exists():
             problems.append(f"--metrics {(name + '=') if name else ''}{p}: path does not exist")
             continue
         if walk(p, name, True) == 0 and p.is_dir():
-            problems.append(f"--metrics {(name + '=') if name else ''}{p}: no file-logger log (.jsonl) or "
-                            "TensorBoard event file under it")
+            problems.append(f"--metrics {(name + '=') if name else ''}{p}: no file-logger log (.jsonl), "
+                            "TensorBoard event file or W&B run file (.wandb) under it")
     return sorted(found.values(), key=lambda m: (m.rel, str(m.path))), problems
 
 
@@ -236,8 +271,11 @@ def match_runs(logs: list[MetricsLog], run_dirs: dict[str, set[Path]]) -> list[M
     for kind in KINDS:
         mine = [i for i in left if logs[i].kind == kind]
         taken = any(m.log.kind == kind and m.run in runs for m in decided.values())
-        if len(runs) == 1 and len(mine) == 1 and not taken:
-            decided[mine[0]] = MatchedLog(logs[mine[0]], runs[0], "only run")
+        # W&B: the files of one experiment (a resumed run's several files share its name) are one candidate
+        one = len(mine) == 1 or (kind == "wandb" and len({logs[i].experiment for i in mine}) == 1)
+        if len(runs) == 1 and mine and one and not taken:
+            for i in mine:
+                decided[i] = MatchedLog(logs[i], runs[0], "only run")
     return [decided.get(i) or MatchedLog(log, log.experiment, "unmatched") for i, log in enumerate(logs)]
 
 

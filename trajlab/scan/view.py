@@ -295,6 +295,11 @@ def training_lines(s: Any) -> list[Text]:
                                                         "with --metrics RUN=PATH)" if m.get("unmatched") else "")
                                 + (f"; {m['problem_count']} unreadable line(s)/record(s), e.g. "
                                    f"{m['problems'][0]}" if m.get("problem_count") else "")), style="dim"))
+    for w in m.get("wandb") or []:
+        if len(w.get("merged") or []) > 1:
+            ids = ", ".join(f"{x['id']} (steps {x['first']}..{x['last']}, {x['kept']} kept)" for x in w["merged"])
+            out.append(Text(literal(f"W&B: run {w['run']} merged from {len(w['merged'])} W&B runs, later wins on "
+                                    f"{w['overlap_steps']} overlapping step(s): {ids}"), style="dim"))
     for lt in getattr(s, "lead_times", None) or []:
         who = f"run {lt['run']}: " if len(getattr(s, "runs", [])) > 1 else ""
         good = lt["lead_steps"] is not None and lt["lead_steps"] > 0
