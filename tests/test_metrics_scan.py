@@ -62,7 +62,8 @@ def test_sample_runs_metrics_found_matched_and_lead_time(scanned) -> None:
     assert summary.ingest_errors == 0 and {r["run"] for r in summary.runs} == set(RUNS)  # logs are not dumps
     logs = summary.metrics["logs"]
     assert sorted((x["run"], x["logger"], x["rule"]) for x in logs) == sorted(
-        (r, k, "experiment name") for r in RUNS for k in ("file", "tensorboard"))
+        [(r, k, "experiment name") for r in RUNS for k in ("file", "tensorboard")]
+        + [("qwen35_xml_run", "wandb", "experiment name")] * 2)  # sample_data/wandb: one run resumed once
     assert summary.metrics["problems"] == [] and summary.metrics["names"] == {"qwen35_xml_run": 15, "qwen35_xml_sft_run": 14}  # no validation dumps in the SFT run
     lead = {x["run"]: x for x in summary.lead_times}
     main = lead["qwen35_xml_run"]
@@ -97,7 +98,7 @@ def test_metrics_table_joins_steps_in_sql_and_rescan_keeps_it(scanned) -> None:
         con.close()
     reward = _reward("qwen35_xml_run")
     assert len(rows) == 150 and all(v == reward[s] for s, _, v in rows)
-    assert loggers == [("file", 3795), ("tensorboard", 3795)]
+    assert loggers == [("file", 3795), ("tensorboard", 3795), ("wandb", 2115)]  # W&B: qwen35_xml_run, as many as its file log
     before = (out / "metrics.parquet").stat().st_mtime_ns
     scan([SAMPLE / r for r in RUNS], out, ScanOptions(jobs=1), progress=False)
     assert (out / "metrics.parquet").stat().st_mtime_ns == before  # unchanged logs: not rewritten
@@ -163,3 +164,39 @@ def test_watch_writes_trajlab_scalars_for_tensorboard(tmp_path: Path) -> None:
     steps = {r["step"]: r for r in result.summary.steps if r["split"] == "train"}
     assert all(abs(got[(s, "trajlab/malformed_rate")] - r["malformed_rate"]) < 1e-6 for s, r in steps.items()
                if r["malformed_rate"] is not None)
+
+
+@pytest.mark.slow  # scans one sample run (150 steps)
+def test_a_run_with_only_w_and_b_files_scans_like_its_file_logger(tmp_path: Path) -> None:
+    """verl's default logger: the run's metrics exist only in W&B's offline files (two runs, the second resumed
+    from step 90 over steps 91..100). Merged by step, the later run winning, they give one value per step, the
+    file logger's values, and the same lead time."""
+    from trajlab.query import connect
+
+    work = tmp_path / "work"  # verl's working directory: the dumps and wandb/, no file logger, no TensorBoard
+    shutil.copytree(SAMPLE / "qwen35_xml_run", work / "qwen35_xml_run")
+    shutil.copytree(SAMPLE / "wandb", work / "wandb")
+    out = tmp_path / "out"
+    s = scan([work / "qwen35_xml_run"], out, ScanOptions(jobs=1), progress=False)
+    assert s.ingest_errors == 0 and [r["run"] for r in s.runs] == ["qwen35_xml_run"]
+    assert [(x["logger"], x["rule"]) for x in s.metrics["logs"]] == [("wandb", "experiment name")] * 2
+    assert s.metrics["problems"] == []
+    (w,) = s.metrics["wandb"]
+    assert [(x["first"], x["last"], x["steps"], x["kept"]) for x in w["merged"]] == [(1, 100, 100, 90),
+                                                                                     (91, 150, 60, 60)]
+    assert w["overlap_steps"] == 10 and w["skipped"] == {"table or media": 1}
+    con = connect(out)
+    try:
+        dup = con.execute("SELECT count(*) FROM (SELECT step, name FROM metrics GROUP BY 1, 2 HAVING count(*) > 1)"
+                          ).fetchone()
+        got = con.execute("SELECT step, name, value, source FROM metrics").fetchall()
+    finally:
+        con.close()
+    assert dup == (0,)
+    logged = {(d["step"], k): v for d in map(json.loads, (SAMPLE / "trajlab-samples" / "qwen35_xml_run.jsonl")
+                                              .read_text().splitlines()) for k, v in d["data"].items()}
+    assert {(st, n): v for st, n, v, _ in got} == logged  # the later run's values on 91..100: the file logger's
+    later = w["merged"][1]["file"]
+    assert {src for st, _, _, src in got if st > 90} == {later}
+    (lead,) = s.lead_times
+    assert (lead["warning_step"], lead["breakdown_step"], lead["lead_steps"]) == (84, 108, 24)
