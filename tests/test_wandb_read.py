@@ -144,12 +144,12 @@ def test_bad_checksum_costs_its_block_and_is_reported(tmp_path: Path) -> None:
     assert all(wf.history[s] == full.history[s] for s in wf.history if s not in lost)
 
 
-@pytest.mark.slow  # three runs of wandb-core (~5 s each on 2 cores)
+@pytest.mark.slow  # two runs of wandb-core (~5 s each on 2 cores)
 @pytest.mark.skipif(not WANDB_EXE.is_file(), reason=f"no wandb at {WANDB_EXE} (CI builds the verl venv)")
 def test_reader_agrees_with_leet_live(tmp_path: Path) -> None:
-    """``wandb leet inspect --json`` run now on a file of each writer generation and on a torn one: the same rows
-    (the committed leet outputs cover the others)."""
-    files = [_file("py016"), _file("core"), _torn(tmp_path, 60_001)]
+    """``wandb leet inspect --json`` run now on the Python writer's file and on a torn wandb-core file: the same
+    rows (the committed leet outputs cover the others)."""
+    files = [_file("py016"), _torn(tmp_path, 60_001)]
     counts = []
     for f in files:
         got = subprocess.run([str(WANDB_EXE), "leet", "inspect", "--json", str(f)], capture_output=True, text=True,
@@ -157,7 +157,7 @@ def test_reader_agrees_with_leet_live(tmp_path: Path) -> None:
         lines = [ln for ln in got.stdout.splitlines() if ln.startswith("{")
                  and json.loads(ln).get("type") in ("run", "history")]
         counts.append(_agree(f, lines))
-    assert counts[:2] == [12, 12] and 10 < counts[2] < 100
+    assert counts[0] == 12 and 10 < counts[1] < 100
 
 
 def test_w_and_b_run_folders_are_never_read_as_dumps(tmp_path: Path) -> None:

@@ -85,6 +85,19 @@ def metrics_option() -> Any:
                         "are found without it.")
 
 
+def wandb_option() -> Any:
+    """``--wandb DIR``: also write trajlab's per-step figures as an offline W&B run (``scan``)."""
+    return typer.Option(None, "--wandb", help="Write the malformed rate, per-category rates, the warning and "
+                        "control-token figures as a separate offline W&B run per run under DIR/wandb/ (group = the "
+                        "experiment, job_type trajlab; then: wandb sync). Needs pip install 'trajlab[wandb]'.")
+
+
+def wandb_project_option() -> Any:
+    """``--wandb-project NAME``: the project of ``--wandb`` runs when the run has no W&B file."""
+    return typer.Option(None, "--wandb-project", help="W&B project of the --wandb runs when the scan found no W&B "
+                        "file of the run (else that run's project; default trajlab).")
+
+
 def tensorboard_option() -> Any:
     """``--tensorboard DIR``: also write trajlab's per-step numbers as TensorBoard scalars (``scan``, ``watch``)."""
     return typer.Option(None, "--tensorboard", help="Write the malformed rate, per-category rates and the warning "

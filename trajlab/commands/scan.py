@@ -35,6 +35,8 @@ def register(app: typer.Typer) -> None:
         lead_metric: str | None = typer.Option(None, "--lead-metric", help="Metric whose breakdown the lead time is measured against (default: the reward, critic/score/mean or critic/rewards/mean)."),
         lead_direction: str = typer.Option("down", "--lead-direction", help="down: the metric breaks down by falling; up: by rising."),
         tensorboard: Path | None = opt.tensorboard_option(),
+        wandb: Path | None = opt.wandb_option(),
+        wandb_project: str | None = opt.wandb_project_option(),
     ) -> None:
         """Scan rollout dumps: classify every tool call and write Parquet tables into OUT.
 
@@ -64,7 +66,7 @@ def register(app: typer.Typer) -> None:
                         rollout_n=rollout_n, tokenizer=tokenizer, control_prob=control_prob,
 
                         metrics=tuple(metrics), lead_metric=lead_metric, lead_direction=lead_direction,
-                        tensorboard=tensorboard),
+                        tensorboard=tensorboard, wandb=wandb, wandb_project=wandb_project),
             progress=not no_progress and not as_json,
         )
         tripped = tripped_runs(summary.steps, fail_above, window) if fail_above is not None else []

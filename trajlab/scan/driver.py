@@ -183,7 +183,7 @@ def training_metrics(out: Path, paths: Sequence[str | Path], request: ScanOption
 def add_training_metrics(summary: ScanSummary, out: Path, steps: Any, request: ScanOptions,
                          report: dict[str, Any]) -> None:
     """The metrics report and each run's lead time into ``summary``; trajlab's scalars into
-    ``--tensorboard`` when asked."""
+    ``--tensorboard`` and ``--wandb`` when asked."""
     from trajlab.metrics.load import lead_times
 
     warnings = {r["run"]: r["early_warning"] for r in summary.runs}
@@ -193,6 +193,12 @@ def add_training_metrics(summary: ScanSummary, out: Path, steps: Any, request: S
         from trajlab.metrics.tensorboard_out import write_scalars
 
         summary.tensorboard = [str(p) for p in write_scalars(request.tensorboard, steps.to_pylist(), warnings)]
+    if request.wandb is not None:
+        from trajlab.metrics.wandb_out import WandbExportOptions, write_wandb_runs
+
+        summary.wandb = [str(p) for p in write_wandb_runs(
+            steps.to_pylist(), warnings, WandbExportOptions(Path(request.wandb), project=request.wandb_project),
+            report.get("wandb") or ())]
 
 
 def run_tasks(

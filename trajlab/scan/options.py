@@ -77,6 +77,10 @@ class ScanOptions:
             gap).
         tensorboard: also write trajlab's per-step rates and the warning as TensorBoard scalars under this
             directory (:mod:`trajlab.metrics.tensorboard_out`).
+        wandb: also write trajlab's per-step figures as a separate offline W&B run per run under this directory
+            (:mod:`trajlab.metrics.wandb_out`; needs the ``wandb`` extra).
+        wandb_project: the W&B project of those runs when the scan found no W&B file of the run (whose project
+            is used); default ``trajlab``.
     """
 
     tools: str | Path | list[dict[str, Any]] | None = None
@@ -96,6 +100,8 @@ class ScanOptions:
     lead_metric: str | None = None
     lead_direction: str = "down"
     tensorboard: str | Path | None = None
+    wandb: str | Path | None = None
+    wandb_project: str | None = None
 
     def __post_init__(self) -> None:
         from trajlab import toolcalls
@@ -137,6 +143,13 @@ class ScanOptions:
             raise InputError(f"{param('lead_metric')} {self.lead_metric!r}: give a metric name, e.g. critic/score/mean")
         if self.tensorboard is not None:
             put(self, "tensorboard", Path(self.tensorboard))
+        if self.wandb is not None:
+            import importlib.util
+
+            if importlib.util.find_spec("wandb") is None:  # said before the scan, not after it
+                raise InputError(f"{param('wandb')}: the wandb package is not installed",
+                                 hint="pip install 'trajlab[wandb]'")
+            put(self, "wandb", Path(self.wandb))
 
 
 @dataclass

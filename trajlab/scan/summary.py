@@ -65,6 +65,8 @@ class ScanSummary:
     lead_times: list[dict[str, Any]] = field(default_factory=list)
     #: event files written with --tensorboard
     tensorboard: list[str] = field(default_factory=list)
+    #: W&B run files written with --wandb
+    wandb: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (``--json``, ``manifest.json``). With one run, the per-step rows do not repeat its name,

@@ -4,6 +4,7 @@ warning; with several runs, the runs compared side by side (one row and one spar
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -300,6 +301,9 @@ def training_lines(s: Any) -> list[Text]:
             ids = ", ".join(f"{x['id']} (steps {x['first']}..{x['last']}, {x['kept']} kept)" for x in w["merged"])
             out.append(Text(literal(f"W&B: run {w['run']} merged from {len(w['merged'])} W&B runs, later wins on "
                                     f"{w['overlap_steps']} overlapping step(s): {ids}"), style="dim"))
+    for f in getattr(s, "wandb", None) or []:
+        out.append(Text(literal(f"W&B: trajlab's run written to {Path(f).parent} (upload: wandb sync "
+                                f"{Path(f).parent})"), style="dim"))
     for lt in getattr(s, "lead_times", None) or []:
         who = f"run {lt['run']}: " if len(getattr(s, "runs", [])) > 1 else ""
         good = lt["lead_steps"] is not None and lt["lead_steps"] > 0
