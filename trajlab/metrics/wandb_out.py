@@ -7,7 +7,8 @@ for ``wandb sync DIR/wandb/offline-run-*``. The run is
 * in the verl run's project (read from its ``.wandb`` file when the scan found one, else
   :attr:`WandbExportOptions.project`, else ``trajlab``), ``group`` = the experiment (the trajlab run name, which
   is verl's ``experiment_name``), ``job_type="trajlab"``, named ``<experiment>-trajlab``; its config names the
-  W&B runs and files it was made from;
+  W&B runs and files it was made from, and ``trainer.experiment_name`` as verl's config has it (so W&B's
+  "group by trainer.experiment_name" joins verl's runs, which verl starts with no group);
 * logged with ``step`` = the verl step, keys under ``trajlab/``: the keys of :mod:`trajlab.metrics.tensorboard_out`
   (``trajlab/malformed_rate``, ``trajlab/calls``, ``trajlab/malformed_calls``, ``trajlab/category/<name>``,
   ``trajlab/early_warning``, ``trajlab/<split>/malformed_rate``) and, for dumps with exact tokens,
@@ -117,7 +118,10 @@ def write_wandb_runs(steps: Sequence[dict[str, Any]], warnings: dict[str, dict[s
                             name=f"{experiment}-trajlab", group=experiment, job_type=JOB_TYPE, dir=str(dest),
                             mode="offline",
                             config={"trajlab_run": run, "source_run_ids": [m["id"] for m in merged],
-                                    "source_wandb_files": [m["file"] for m in merged]})
+                                    "source_wandb_files": [m["file"] for m in merged],
+                                    # as in verl's own config: "group by trainer.experiment_name" in W&B's UI
+                                    # puts verl's runs and this one together even when verl's have no group
+                                    "trainer": {"experiment_name": experiment}})
             try:
                 for step, values in step_rows(rows, warnings.get(run)).items():
                     wr.log(values, step=step)
