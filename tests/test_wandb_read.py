@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "wandb"
 SAMPLE_WANDB = ROOT / "sample_data" / "wandb"
 GENERATIONS = ("py016", "core", "typed")
-VERL_PY = Path(os.environ.get("TRAJLAB_VERL_PYTHON", "/tmp/verlsft-venv/bin/python"))
+VERL_PY = Path(os.environ.get("VERLSFT_VENV", os.path.join(os.environ.get("TMPDIR", "/tmp"), "verlsft-venv"))) / "bin" / "python"
 WANDB_EXE = VERL_PY.parent / "wandb"
 
 

@@ -17,7 +17,7 @@ from trajlab.metrics.wandbfile import read_wandb
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data"
-VERL_PY = Path(os.environ.get("TRAJLAB_VERL_PYTHON", "/tmp/verlsft-venv/bin/python"))
+VERL_PY = Path(os.environ.get("VERLSFT_VENV", os.path.join(os.environ.get("TMPDIR", "/tmp"), "verlsft-venv"))) / "bin" / "python"
 needs_verl = pytest.mark.skipif(not (VERL_PY.parent / "wandb").is_file(),
                                 reason=f"no verl venv with wandb at {VERL_PY} (CI builds it)")
 
