@@ -177,7 +177,8 @@ def training_metrics(out: Path, paths: Sequence[str | Path], request: ScanOption
     from trajlab.metrics.load import scan_metrics
     from trajlab.metrics.sources import parse_metrics_specs
 
-    return scan_metrics(out, [Path(p) for p in paths], parse_metrics_specs(request.metrics), dumps)
+    return scan_metrics(out, [Path(p) for p in paths], parse_metrics_specs(request.metrics), dumps,
+                        reuse=request.incremental)
 
 
 def add_training_metrics(summary: ScanSummary, out: Path, steps: Any, request: ScanOptions,
