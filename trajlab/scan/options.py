@@ -37,7 +37,7 @@ def resolve_engine(name: str | None) -> str:
 
 
 #: layout of the part files and ids (bumped when done.json or trajectory_id change)
-PARTS_LAYOUT = 5
+PARTS_LAYOUT = 6
 #: default of :attr:`ScanOptions.control_prob`
 DEFAULT_CONTROL_PROB = 0.5
 
