@@ -53,6 +53,29 @@ trajlab.report(a["out"], a["html"])
 print(json.dumps({"seconds": time.perf_counter() - t0}))
 """
 
+WRITER_CHILD = r"""
+import json, sys, time
+import pyarrow.parquet as pq
+a = json.loads(sys.argv[1])
+t0 = time.perf_counter()
+if a["writer"] == "pyarrow":  # what the merge does: a row group at a time through pyarrow's ParquetWriter
+    from trajlab.scan.parts import RowGroupWriter
+    src = pq.ParquetFile(a["src"])
+    with pq.ParquetWriter(a["dst"], src.schema_arrow, compression="zstd", write_statistics=True) as w:
+        rg = RowGroupWriter(w, a["rows"])
+        for batch in src.iter_batches(batch_size=a["rows"]):
+            import pyarrow as pa
+            rg.add(pa.Table.from_batches([batch]))
+        rg.close()
+else:  # DuckDB's COPY, bounded as trajlab bounds DuckDB
+    import duckdb
+    con = duckdb.connect(config={"memory_limit": "1GiB", "threads": 2})
+    con.execute(f"COPY (SELECT * FROM read_parquet('{a['src']}')) TO '{a['dst']}' "
+                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {a['rows']})")
+import os
+print(json.dumps({"seconds": time.perf_counter() - t0, "bytes": os.path.getsize(a["dst"])}))
+"""
+
 SCAN_LIMIT, REPORT_LIMIT, FOOTPRINT_LIMIT = 1 << 30, 2 << 30, 0.5
 
 
@@ -116,7 +139,8 @@ def gib(n: int) -> str:
     return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
 
 
-def run_size(size: float, work: Path, jobs: int, limit: int, keep: bool, once: bool = False) -> dict:
+def run_size(size: float, work: Path, jobs: int, limit: int, keep: bool, once: bool = False,
+             writers: bool = False) -> dict:
     dump = work / f"scale-{size:g}"
     info = gen_large_dump.generate(dump, size, jobs=1)
     roll = dump / "rollout"
@@ -136,6 +160,18 @@ def run_size(size: float, work: Path, jobs: int, limit: int, keep: bool, once: b
     res["cache_bytes"] = dir_bytes(parts) if parts.is_dir() else 0
     res["tables_bytes"] = sum(len(v) for v in tables_of(a).values())
     res["report"] = measured("report", REPORT_CHILD, {"out": str(a), "html": str(logs / "report.html")}, logs, limit)
+    if writers:
+        from trajlab.scan.parts import DEFAULT_ROW_GROUP_ROWS, ROW_GROUP_ROWS
+
+        res["writers"] = {}
+        for table in ("trajectories", "turns"):
+            for w in ("pyarrow", "duckdb"):
+                dst = logs / f"{table}.{w}.parquet"
+                res["writers"][f"{table} {w}"] = measured(
+                    f"write-{table}-{w}", WRITER_CHILD,
+                    {"writer": w, "src": str(a / f"{table}.parquet"), "dst": str(dst),
+                     "rows": ROW_GROUP_ROWS.get(table, DEFAULT_ROW_GROUP_ROWS)}, logs, limit)
+                dst.unlink(missing_ok=True)
     if once:
         res["scan_b"] = scan_a
         return res
@@ -159,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rss-limit-gb", type=float, default=8.0, help="kill a stage whose tree passes this")
     ap.add_argument("--keep", action="store_true", help="keep the scan outputs")
     ap.add_argument("--once", action="store_true", help="skip the second scan (no byte comparison)")
+    ap.add_argument("--writers", action="store_true",
+                    help="also rewrite the trajectories and turns tables with pyarrow's writer (as the merge does) "
+                         "and with DuckDB's COPY, and print time, peak RSS and size of each")
     ap.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     ap.add_argument("--no-check", action="store_true", help="report only; exit 0 even if a target is missed")
     a = ap.parse_args(argv)
@@ -166,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     results, missed = [], []
     print(f"{os.cpu_count()} CPUs, scan --jobs {a.jobs or os.cpu_count()}; load average {os.getloadavg()[0]:.1f}")
     for size in a.sizes:
-        r = run_size(size, a.work_dir, a.jobs, int(a.rss_limit_gb * (1 << 30)), a.keep, a.once)
+        r = run_size(size, a.work_dir, a.jobs, int(a.rss_limit_gb * (1 << 30)), a.keep, a.once, a.writers)
         results.append(r)
         s = r["scan"]
         if s["killed"]:
@@ -183,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
               f"(tables {r['tables_bytes'] / 1e9:.3f} GB, cache {r['cache_bytes'] / 1e9:.3f} GB); two scans "
               + ("byte-identical in every table" if same and all(same.values())
                  else f"differ in {', '.join(n for n, ok in same.items() if not ok) or '(second scan killed)'}"))
+        for name, w in r.get("writers", {}).items():
+            print(f"  rewrite {name}: {w['seconds']:.1f} s, peak RSS {gib(w['peak_rss'])}, {w['bytes'] / 1e6:.1f} MB")
         if max(s["peak_rss"], r["scan_b"]["peak_rss"]) > SCAN_LIMIT:
             missed.append(f"{size:g} GB scan peak RSS {gib(max(s['peak_rss'], r['scan_b']['peak_rss']))} > 1 GiB")
         if rep["killed"] or rep["peak_rss"] > REPORT_LIMIT:

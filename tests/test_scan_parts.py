@@ -100,3 +100,31 @@ def test_worker_threads_share_the_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     with worker_threads(4) as given:
         assert given is None and os.environ[POLARS_THREADS_ENV] == "3"
     assert os.environ[POLARS_THREADS_ENV] == "3"
+
+
+@pytest.mark.slow
+def test_rows_read_back_from_the_tables_keep_their_place(tmp_path: Path) -> None:
+    """Reused rows come back from the previous tables at the right offsets: with damaged files (ingest errors
+    from the parts), a duplicate file (a driver-side error heading ingest_errors), a big file cut into many
+    ranges, and a changed file between two unchanged ones, the incremental scan equals the full one."""
+    import shutil
+
+    from helpers.scan_inputs import make_messy
+
+    root = make_messy(tmp_path / "in")
+    shutil.copy(root / "rollout" / "1.jsonl", root / "rollout" / "dup.jsonl")
+    make_generated(tmp_path / "gen", files=1, per_file=300)
+    (root / "big").mkdir()
+    shutil.copy(tmp_path / "gen" / "rollout" / "1.jsonl", root / "big" / "1.jsonl")
+    out, full = tmp_path / "out", tmp_path / "full"
+    opts = ScanOptions(jobs=1, chunk_bytes=50_000)
+    scan([root], out, opts, progress=False)
+    changed = root / "rollout" / "7.jsonl"
+    changed.write_bytes(changed.read_bytes() * 2)
+    os.utime(changed, ns=(3, 3))
+    scan([root], out, opts, progress=False)
+    got = reused(out)
+    assert not got["rollout/7.jsonl"] and got["big/1.jsonl"] and got["rollout/2.jsonl"]
+    assert len(list((out / ".parts").rglob("*.done.json"))) > 20  # the big file is many ranges
+    scan([root], full, ScanOptions(jobs=1, chunk_bytes=50_000, incremental=False), progress=False)
+    assert tables(out) == tables(full)
