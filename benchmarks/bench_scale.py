@@ -97,14 +97,14 @@ def tree_rss(proc: psutil.Process) -> tuple[int, int]:
 
 
 def measured(name: str, code: str, arg: dict, log_dir: Path, limit: int) -> dict:
-    """Run ``code`` in a fresh, niced interpreter; sample its tree's RSS; kill it past ``limit`` bytes."""
+    """Run ``code`` in a fresh interpreter (at this process's niceness: run the benchmark under ``nice`` on a
+    shared machine); sample its tree's RSS; kill it past ``limit`` bytes."""
     out_path, err_path = log_dir / f"{name}.stdout", log_dir / f"{name}.stderr"
     t0 = time.perf_counter()
     peak = peak_own = 0
     killed = False
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        child = subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", code, json.dumps(arg)],
-                                 stdout=out, stderr=err)
+        child = subprocess.Popen([sys.executable, "-c", code, json.dumps(arg)], stdout=out, stderr=err)
         ps = psutil.Process(child.pid)
         while child.poll() is None:
             total, own = tree_rss(ps)
