@@ -84,7 +84,7 @@ class TrlReward:
         elif options.tools is not None:
             from trajlab.ingest.tool_schemas import normalise_tools
 
-            tools = normalise_tools([dict(t) for t in options.tools])
+            tools = normalise_tools([dict(t) for t in options.tools if isinstance(t, Mapping)])
         policy = load_policy(ropts.rules_dirs, ropts.policy, dict(options.policy_overrides))
         self.scorer = Scorer(ropts, tools, None, "none (TRL sums this with the task's own reward function)", policy)
 
