@@ -201,3 +201,42 @@ def test_generator_rewrites_the_same_bytes(tmp_path):
         made = {p.relative_to(tmp_path): hashlib.sha256(p.read_bytes()).hexdigest()
                 for p in (tmp_path / run).rglob("*") if p.is_file()}
         assert shipped == made, run
+
+
+@pytest.mark.slow
+def test_trl_grpo_trainer_calls_the_reward_and_its_log_is_read(tmp_path):
+    """TRL's own GRPOTrainer (CPU, the tiny demo checkpoint) calls the reward function for two steps; its metrics
+    reach the trainer's log history, its log_extra columns the completions Parquet TRL writes, and trajlab reads
+    that Parquet without counting its own columns as rewards."""
+    trl = pytest.importorskip("trl", reason="trl is in the test extra: pip install -e '.[rescore,test]'")
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trajlab.trl.reward import make_reward
+
+    ck = SAMPLES / "demo_checkpoints" / "global_step_20" / "actor" / "huggingface"
+    tok = AutoTokenizer.from_pretrained(ck)
+    model = AutoModelForCausalLM.from_pretrained(ck)
+    prompt = "system\nYou may call search_web.\nuser\nWho built the Zeller Bridge?\nassistant\n"
+    args = trl.GRPOConfig(output_dir=str(tmp_path / "run"), per_device_train_batch_size=4, num_generations=4,
+                          max_completion_length=24, max_steps=2, logging_steps=1, log_completions=True, report_to=[],
+                          use_cpu=True, save_strategy="no", disable_tqdm=True, seed=0)
+    trainer = trl.GRPOTrainer(model=model, reward_funcs=[make_reward(tokenizer=tok)], args=args,
+                              train_dataset=Dataset.from_dict({"prompt": [prompt] * 4}), processing_class=tok)
+    trainer.train()
+    logged = [h for h in trainer.state.log_history if "trajlab/malformed_rate" in h]
+    assert len(logged) == 2 and all("rewards/trajlab_format/mean" in h for h in logged)
+    files = sorted((tmp_path / "run" / "completions").glob("completions_*.parquet"))
+    assert len(files) == 2
+    rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+    assert {"trajlab_format", "trajlab/malformed_calls", "trajlab/broken"} <= set(rows[0])
+    out = tmp_path / "scan"
+    _scan(tmp_path / "run", out)
+    got = _q(out, "SELECT step, score FROM trajectories ORDER BY step, source_line")
+    assert [s for s, _ in got] == [r["step"] for r in sorted(rows, key=lambda r: r["step"])]
+    assert [x for _, x in got] == pytest.approx([r["trajlab_format"] for r in sorted(rows, key=lambda r: r["step"])])
+    # the reward it paid per completion is what a scan of TRL's own log finds broken
+    n_bad = dict(_q(out, "SELECT source_line + 1000 * step, n_malformed_calls FROM trajectories"))
+    for f in files:
+        for i, r in enumerate(pq.read_table(f).to_pylist(), start=1):
+            assert n_bad[i + 1000 * r["step"]] == r["trajlab/malformed_calls"]
