@@ -240,3 +240,40 @@ def test_trl_grpo_trainer_calls_the_reward_and_its_log_is_read(tmp_path):
     for f in files:
         for i, r in enumerate(pq.read_table(f).to_pylist(), start=1):
             assert n_bad[i + 1000 * r["step"]] == r["trajlab/malformed_calls"]
+
+
+def test_bad_records_cost_only_themselves(tmp_path):
+    import pyarrow as pa
+
+    good = torch.load(SAMPLES / "slime_run" / "rollout_data" / "5.pt", weights_only=True)
+    samples = list(good["samples"])
+    samples[1] = {**samples[1], "loss_mask": samples[1]["loss_mask"][:-3]}  # shorter than the response
+    samples[2] = {**samples[2], "tokens": ["x", 1]}
+    samples.insert(3, "not a dict")
+    (tmp_path / "slime" / "rollout_data").mkdir(parents=True)
+    torch.save({"rollout_id": 5, "samples": samples}, tmp_path / "slime" / "rollout_data" / "5.pt")
+    sky = tmp_path / "sky" / "dumped_evals" / "global_step_8_evals"
+    sky.mkdir(parents=True)
+    lines = (SAMPLES / "skyrl_run" / "dumped_evals" / "global_step_8_evals" / "search.jsonl").read_text().splitlines()
+    sky.joinpath("search.jsonl").write_text("\n".join([lines[0], lines[1][:50], '{"input_prompt": "p"}', *lines[2:]]) + "\n")
+    trl_dir = tmp_path / "trl" / "completions"
+    trl_dir.mkdir(parents=True)
+    rows = pq.read_table(SAMPLES / "trl_run" / "completions" / "completions_00003.parquet").to_pylist()
+    rows[2]["completion"] = None
+    pq.write_table(pa.Table.from_pylist(rows), trl_dir / "completions_00003.parquet")
+    for name, n_ok, n_err in (("slime", len(good["samples"]) - 2, 3), ("sky", len(lines) - 1, 2),
+                              ("trl", len(rows) - 1, 1)):
+        out = tmp_path / f"out-{name}"
+        _scan(tmp_path / name, out)
+        assert _q(out, "SELECT count(*) FROM trajectories")[0][0] == n_ok, name
+        errs = _q(out, "SELECT line FROM ingest_errors ORDER BY line")
+        assert len(errs) == n_err and all(line is not None for (line,) in errs), (name, errs)
+
+
+def test_slime_without_torch_says_how_to_install(tmp_path):
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from trajlab.scan import scan, ScanOptions\n"
+            f"scan([{str(SAMPLES / 'slime_run' / 'rollout_data')!r}], {str(tmp_path / 'out')!r}, ScanOptions(jobs=1), progress=False)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    errs = _q(tmp_path / "out", "SELECT DISTINCT reason FROM ingest_errors")
+    assert len(errs) == 1 and "needs torch: pip install torch==2.13.0" in errs[0][0]
