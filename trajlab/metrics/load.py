@@ -110,10 +110,10 @@ def scan_metrics(out: Path, roots: Sequence[Path | str], named: Sequence[tuple[s
         from trajlab.metrics.wandbruns import merge_wandb
 
         merged, info, p = merge_wandb([m for m in matched if m.log.kind == "wandb" and m.run == run])
-        rows += [{"run": run, "step": r.step, "name": r.name, "value": r.value, "logger": "wandb",
-                  "source": r.source} for r in merged]
-        for r in merged:
-            by_file[r.source] = by_file.get(r.source, 0) + 1
+        rows += [{"run": run, "step": mr.step, "name": mr.name, "value": mr.value, "logger": "wandb",
+                  "source": mr.source} for mr in merged]
+        for mr in merged:
+            by_file[mr.source] = by_file.get(mr.source, 0) + 1
         wandb_runs.append(info)
         problems += p
     for m in matched:
