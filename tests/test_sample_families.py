@@ -35,14 +35,16 @@ def test_regenerates_committed_files_byte_for_byte(gen, tmp_path):
         assert (tmp_path / rel).read_bytes() == (SAMPLE / rel).read_bytes(), rel
 
 
-@pytest.mark.parametrize("family", ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss"])
+@pytest.mark.parametrize("family", ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "deepseek_v32", "deepseek_v4",
+                                    "llama3_json"])
 def test_each_run_is_small(family):
     size = sum(p.stat().st_size for p in (SAMPLE / f"{family}_run").rglob("*.jsonl"))
     assert 100_000 < size < 600_000
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss"])
+@pytest.mark.parametrize("family", ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "deepseek_v32", "deepseek_v4",
+                                    "llama3_json"])
 def test_scan_detects_the_family_flags_its_defects_and_warns_near_the_rot(gen, family, tmp_path):
     import polars as pl
 
