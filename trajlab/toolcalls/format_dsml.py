@@ -433,8 +433,12 @@ class _Scanner:
                 d.add("invalid_json", "dsml_value", vs, max(ve, vs + 1), name=pname[0] if pname else "",
                       value=snip(raw, 40))
                 d.rerender = True
-        else:
+        elif flag == "true":
             value = raw
+        else:  # no flag (or a wrong one): JSON where the text decodes to a non-string (what the template would mean)
+            ok, value = json_value(raw)
+            if not ok or isinstance(value, str):
+                value = raw
         if pname is not None:
             d.params.append(ParamDraft(pname[0], pname[1], pname[2], None, value, vs, ve, raw))
 
