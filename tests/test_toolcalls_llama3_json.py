@@ -106,3 +106,15 @@ def test_detection_from_the_prompt_and_the_markup_without_confusing_hermes():
 
 def test_verl_has_no_llama_parser():
     assert verl_calls(G, "llama3_json", None) is None
+
+
+def test_tool_turns_are_split_stripped_and_kept():
+    from trajlab.ingest.turns import split_turns
+
+    stripped = G + 'ipython\n\n{"temp": 20}assistant\n\nIt is sunny.'
+    kept4 = (G + '<|eot|><|header_start|>ipython<|header_end|>\n\n{"temp": 20}<|eot|><|header_start|>assistant'
+             '<|header_end|>\n\nIt is sunny.')
+    for out in (stripped, kept4):
+        turns = split_turns(out)
+        assert [t.role for t in turns] == ["assistant", "tool", "assistant"]
+        assert turns[0].text == G and turns[2].text == "It is sunny."
