@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Generate the per-family sample runs: small seeded verl V1 dumps of GLM-4.5, Kimi-K2, DeepSeek-V3.1 and gpt-oss
-tool runs, each rotting in its family's own ways after step ``ONSET``.
+"""Generate the per-family sample runs: small seeded verl V1 dumps of GLM-4.5, Kimi-K2, DeepSeek-V3.1, gpt-oss,
+DeepSeek-V3.2 and V4 (DSML) and Llama-3 JSON tool runs, each rotting in its family's own ways after step ``ONSET``.
 
 Run ``python sample_data/generate_families.py`` (stdlib only) to (re)write ``sample_data/<family>_run/rollout/
 {1..STEPS}.jsonl``; the output is byte-for-byte identical on every run (fixed seeds, no clocks). Sibling of
@@ -9,7 +9,10 @@ Run ``python sample_data/generate_families.py`` (stdlib only) to (re)write ``sam
 Each run renders prompts and outputs as that family's chat template does and as a verl dump shows them
 (call-formats.md): GLM-4.5 with its special tokens (``[gMASK]<sop>``, role tokens) dropped by the decode, Kimi-K2 with its markers kept (decoded
 with ``skip_special_tokens=False``, as vLLM and verl do for Kimi), DeepSeek-V3.1 markers kept (they are ordinary
-tokens), gpt-oss harmony with its markers dropped (a plain ``skip_special_tokens=True`` dump). Malformed calls are
+tokens), gpt-oss harmony with its markers dropped (a plain ``skip_special_tokens=True`` dump), DeepSeek-V3.2 / V4
+DSML as the V3.2 template writes it (``｜DSML｜`` is an ordinary token: the markup survives; V4's block is
+``tool_calls``; non-thinking mode, tool results in ``<function_results>``), Llama 3.1 JSON with its header tokens
+dropped (``system\n\n``, ``user\n\n``, ``ipython\n\n`` tool turns, ``assistant\n\n``). Malformed calls are
 rare (2%) until ``ONSET``, then climb to ``FINAL_RATE`` at the last step; the defects are each family's own
 (:data:`DEFECTS`).
 
@@ -34,7 +37,10 @@ BASE_RATE = 0.02
 FINAL_RATE = 0.5
 PROMPTS_PER_STEP = 2
 ROLLOUTS = 4
-FAMILIES = ("glm45", "kimi_k2", "deepseek_v31", "gpt_oss")
+FAMILIES = ("glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "deepseek_v32", "deepseek_v4", "llama3_json")
+DSML = "｜DSML｜"
+#: the DSML block name per version
+DSML_BLOCK = {"deepseek_v32": "function_calls", "deepseek_v4": "tool_calls"}
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "get_weather", "description": "Current weather and forecast for a city.",
@@ -60,6 +66,13 @@ DEFECTS: dict[str, tuple[tuple[str, float], ...]] = {
                      ("unclosed_call", 1)),
     "gpt_oss": (("garbled_name", 2), ("invalid_json", 3), ("analysis_channel", 2), ("double_encoded", 1),
                 ("truncated", 1)),
+    "deepseek_v32": (("garbled_name", 2), ("not_json", 2), ("doubled_bar", 2), ("bare_invoke", 1),
+                     ("unclosed_param", 2), ("stray_attr", 1)),
+    "deepseek_v4": (("garbled_name", 2), ("doubled_bar", 2), ("bare_invoke", 1), ("param_as_invoke", 1),
+                    ("corrupted_closer", 1), ("v32_closer", 2), ("stray_attr", 1), ("unclosed_param", 1),
+                    ("not_json", 1)),
+    "llama3_json": (("garbled_name", 2), ("invalid_json", 3), ("truncated", 1), ("arguments_string", 1),
+                    ("undeclared_name", 1)),
 }
 
 
@@ -83,6 +96,25 @@ def prompt(family: str, question: str) -> str:
                 "XML format:\n<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}"
                 "</arg_value>\n<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}</arg_value>\n...\n"
                 "</tool_call>\n" + question + "\n")
+    if family in DSML_BLOCK:
+        blk = DSML_BLOCK[family]
+        funcs = "".join("\n" + json.dumps(f, ensure_ascii=False) for f in fns)
+        return ("You are a helpful assistant.\n\n## Tools\n\nYou have access to a set of tools you can use to answer "
+                f"the user's question.\nYou can invoke functions by writing a \"<{DSML}{blk}>\" block like the "
+                f"following as part of your reply to the user:\n<{DSML}{blk}>\n<{DSML}invoke name=\"$FUNCTION_NAME\">"
+                f"\n<{DSML}parameter name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE</{DSML}parameter>"
+                f"\n...\n</{DSML}invoke>\n</{DSML}{blk}>\n\nString and scalar parameters should be specified as is "
+                "without any escaping or quotes, while lists and objects should use JSON format. The \"string\" "
+                "attribute should be set to \"true\" for string type parameters and \"false\" for other types "
+                "(numbers, booleans, arrays, objects).\n\nHere are the functions available in JSONSchema format:\n"
+                f"<functions>{funcs}\n</functions>\n<｜User｜>" + question + "<｜Assistant｜></think>")
+    if family == "llama3_json":
+        tools = "".join(json.dumps(t, indent=4, ensure_ascii=False) + "\n\n" for t in TOOLS)
+        return ("system\n\nEnvironment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+                "You are a helpful assistant.user\n\nGiven the following functions, please respond with a JSON for "
+                "a function call with its proper arguments that best answers the given prompt.\n\nRespond in the "
+                "format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not "
+                "use variables.\n\n" + tools + question + "assistant\n\n")
     if family == "kimi_k2":
         return ("<|im_system|>tool_declare<|im_middle|>" + json.dumps(TOOLS, ensure_ascii=False) + "<|im_end|>"
                 "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>"
@@ -143,6 +175,16 @@ def call_text(family: str, name: str, args: dict[str, Any], idx: int, defect: st
             return f"<|tool_calls_section_begin|><|tool_call_begin|>{cid}{sep}{js[:len(js) // 2]}"
         return (f"<|tool_calls_section_begin|><|tool_call_begin|>{cid}{sep}{js}<|tool_call_end|>"
                 "<|tool_calls_section_end|>")
+    if family in DSML_BLOCK:
+        return dsml_call(family, name, args, defect, rng)
+    if family == "llama3_json":
+        if defect == "undeclared_name":
+            name = "get_forecast"
+        if defect == "arguments_string":
+            return json.dumps({"name": name, "parameters": js}, ensure_ascii=False)
+        head = '{"type": "function", ' if rng.random() < 0.3 else "{"
+        body = f'{head}"name": "{name}", "parameters": {js}}}'
+        return body[:len(body) // 2] if defect == "truncated" else body
     if family == "deepseek_v31":
         begin = "<|tool▁calls▁begin|>" if defect == "lookalike" else "<｜tool▁calls▁begin｜>"
         if defect == "v3_layout":
@@ -160,6 +202,31 @@ def call_text(family: str, name: str, args: dict[str, Any], idx: int, defect: st
     return f"{chan} to=functions.{name} json{js}"
 
 
+def dsml_call(family: str, name: str, args: dict[str, Any], defect: str, rng: random.Random) -> str:
+    """One DSML call block as the DeepSeek-V3.2 template writes it (V4: ``tool_calls``), with ``defect`` applied."""
+    blk = DSML_BLOCK[family]
+    params = []
+    for i, (k, v) in enumerate(args.items()):
+        flag, val = ("true", v) if isinstance(v, str) else ("false", json.dumps(v))
+        if defect == "not_json" and flag == "false":
+            val = rng.choice(("three", f"{v} days", f"[{v}"))
+        attrs = f'name="{k}" string="{flag}"' + (' v2=""' if defect == "stray_attr" and i == 0 else "")
+        close = "" if defect == "unclosed_param" and i == 0 else f"</{DSML}parameter>"
+        if defect == "param_as_invoke" and i == 0:
+            params.append(f'<{DSML}invoke name="{k}" string="{flag}">{val}</{DSML}invoke>')
+        else:
+            params.append(f"<{DSML}parameter {attrs}>{val}{close}")
+    inv_close = f"<{DSML}/invoke>" if defect == "corrupted_closer" else f"</{DSML}invoke>"
+    inv = f'<{DSML}invoke name="{name}">\n' + "\n".join(params) + f"\n{inv_close}"
+    if defect == "bare_invoke":
+        return "\n\n" + inv
+    end = f"</{DSML}function_calls>" if defect == "v32_closer" else f"</{DSML}{blk}>"
+    text = f"\n\n<{DSML}{blk}>\n{inv}\n{end}"
+    if defect == "doubled_bar":
+        text = text.replace(f"<{DSML}invoke", "<｜｜DSML｜｜invoke", 1)
+    return text
+
+
 def tool_block(family: str, name: str, idx: int, result: str) -> str:
     """The tool-response scaffolding between two assistant turns, as the dump shows it."""
     if family == "glm45":
@@ -169,6 +236,10 @@ def tool_block(family: str, name: str, idx: int, result: str) -> str:
                 "<|im_assistant|>assistant<|im_middle|>")
     if family == "deepseek_v31":
         return f"<｜tool▁output▁begin｜>{result}<｜tool▁output▁end｜>"
+    if family in DSML_BLOCK:
+        return f"\n\n<function_results>\n<result>{result}</result>\n</function_results>\n\n</think>"
+    if family == "llama3_json":
+        return f"ipython\n\n{result}assistant\n\n"
     return f"functions.{name} to=assistantcommentary{json.dumps(result)}assistant"
 
 
@@ -177,8 +248,8 @@ def think(family: str, text: str) -> str:
         return f"\n<think>{text}</think>\n"
     if family == "kimi_k2":
         return f"<think>{text}</think>"
-    if family == "deepseek_v31":
-        return ""  # tool calls run in non-thinking mode
+    if family in ("deepseek_v31", "deepseek_v32", "deepseek_v4", "llama3_json"):
+        return ""  # tool calls run in non-thinking mode (Llama: no reasoning)
     return f"analysis{text}assistant"
 
 
@@ -205,7 +276,12 @@ def _pick(rng: random.Random, family: str) -> str:
 #: defects after which the family's parser produces no call, so the episode ends
 _ENDS = {"value_unclosed": False, "missing_close": True, "json_inside": True, "layout": False, "garbled_name": False,
          "invalid_json": False, "openai_id": True, "missing_separator": True, "truncated": True, "v3_layout": True,
-         "lookalike": True, "unclosed_call": True, "analysis_channel": True, "double_encoded": False}
+         "lookalike": True, "unclosed_call": True, "analysis_channel": True, "double_encoded": False,
+         # DSML: what verl's deepseek_v4 parser (and vLLM's deepseek_v32) does: no call at all for these
+         "not_json": False, "doubled_bar": True, "bare_invoke": True, "unclosed_param": False, "stray_attr": False,
+         "param_as_invoke": False, "corrupted_closer": True, "v32_closer": True,
+         # Llama-3 JSON (vLLM's llama3_json): an object that does not decode is no call
+         "arguments_string": False, "undeclared_name": False}
 
 
 def trajectory(rng: random.Random, family: str, step: int) -> tuple[dict[str, Any], list[str]]:
@@ -224,7 +300,7 @@ def trajectory(rng: random.Random, family: str, step: int) -> tuple[dict[str, An
         labels.append(defect)
         out.append(think(family, f"I need the {'forecast' if i == 0 else 'warnings'} for {city}."))
         out.append(call_text(family, name, args, i, defect, rng))
-        if defect and _ENDS[defect]:
+        if defect and (_ENDS[defect] or (family, defect) == ("llama3_json", "invalid_json")):
             ended = True
             break
         result = (json.dumps({"city": city, "forecast": rng.choice(WEATHER), "high_c": rng.randint(-5, 30)})

@@ -16,9 +16,10 @@ from trajlab.toolcalls import check_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"
-FAMILIES = ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss"]
+FAMILIES = ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "deepseek_v32", "deepseek_v4", "llama3_json"]
 TEMPLATE_MARK = {"glm45": "<arg_key>", "kimi_k2": "<|tool_call_argument_begin|>", "deepseek_v31": "<｜tool▁sep｜>",
-                 "gpt_oss": "<|constrain|>json"}
+                 "gpt_oss": "<|constrain|>json", "deepseek_v32": "<｜DSML｜function_calls>",
+                 "deepseek_v4": "<｜DSML｜tool_calls>", "llama3_json": '"parameters": {'}
 
 
 @pytest.fixture(scope="module")

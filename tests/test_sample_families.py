@@ -35,14 +35,16 @@ def test_regenerates_committed_files_byte_for_byte(gen, tmp_path):
         assert (tmp_path / rel).read_bytes() == (SAMPLE / rel).read_bytes(), rel
 
 
-@pytest.mark.parametrize("family", ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss"])
+@pytest.mark.parametrize("family", ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "deepseek_v32", "deepseek_v4",
+                                    "llama3_json"])
 def test_each_run_is_small(family):
     size = sum(p.stat().st_size for p in (SAMPLE / f"{family}_run").rglob("*.jsonl"))
     assert 100_000 < size < 600_000
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss"])
+@pytest.mark.parametrize("family", ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "deepseek_v32", "deepseek_v4",
+                                    "llama3_json"])
 def test_scan_detects_the_family_flags_its_defects_and_warns_near_the_rot(gen, family, tmp_path):
     import polars as pl
 
@@ -70,3 +72,24 @@ def test_scan_detects_the_family_flags_its_defects_and_warns_near_the_rot(gen, f
     assert agree / total >= 0.97, (agree, total)
     cats = set(calls.filter(pl.col("status") == "malformed")["categories"].explode().drop_nulls())
     assert len(cats) >= 4, cats  # it rots in several of the family's ways
+
+
+@pytest.mark.parametrize("family", ["deepseek_v32", "deepseek_v4", "llama3_json"])
+def test_reward_plugin_scores_the_family_run_as_scan_reads_it(family):
+    """The verl reward plugin, given the dump's response text, counts the calls and the malformed ones as scan does
+    (the format is detected from the markup; no tool schemas reach it, so only names the schema would catch differ)."""
+    import json
+
+    from trajlab.ingest.verl_jsonl import to_trajectory
+    from trajlab.trajectory import analyze_trajectory
+    from trajlab.verl.reward import compute_score
+
+    recs = [json.loads(line) for s in (24, 30)
+            for line in (SAMPLE / f"{family}_run/rollout/{s}.jsonl").read_text(encoding="utf-8").splitlines()]
+    got = [compute_score("weather", r["output"], r["gts"], {}) for r in recs]
+    assert sum(g["tool_calls"] for g in got) > len(recs) and sum(g["malformed_calls"] for g in got) > 0
+    for i, (r, g) in enumerate(zip(recs, got, strict=True)):
+        traj, _ = to_trajectory(r, source_path="x.jsonl", line=i + 1, file_step=None, file_split="train")
+        an = analyze_trajectory(traj)
+        assert g["tool_calls"] == an.n_calls
+        assert g["malformed_calls"] <= an.n_malformed

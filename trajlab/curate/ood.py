@@ -7,8 +7,8 @@ in three variants:
 * ``renamed``: every declared tool gets a new name (``rules/hints.yaml`` ``ood.renames``, else its snake_case
   words reversed: ``search_web`` → ``web_search``), same call format;
 * ``reformatted``: same names, the tool block re-rendered for the other format (``qwen3_coder`` ↔ ``hermes``, or
-  any family with ``--ood-format``: glm45, glm47, kimi_k2, deepseek_v31, gpt_oss, react -- LangChain's ReAct
-  instructions with ``name: description, args: {...}`` tool lines);
+  any family with ``--ood-format``: glm45, glm47, kimi_k2, deepseek_v31, deepseek_v32, deepseek_v4, llama3_json,
+  gpt_oss, react -- LangChain's ReAct instructions with ``name: description, args: {...}`` tool lines);
 * ``renamed+reformatted``: both.
 
 The system prompt keeps its own text; only its tool block (``# Tools`` header, ``<tools>`` list and the format

@@ -13,6 +13,9 @@ Other families declare their tools elsewhere in the system block (call-formats.m
 * GLM-4.5+: the same JSON-lines ``<tools>`` block (read by the first rule);
 * Kimi-K2: ``<|im_system|>tool_declare<|im_middle|>[...]<|im_end|>``, one JSON array of OpenAI tool objects
   (``tool_declare[...]`` when the decode dropped the special tokens);
+* DeepSeek-V3.2 / V4 (DSML): one ``tojson`` line per tool inside ``<functions>`` ... ``</functions>``;
+* Llama 3.1-3.3 / Llama 4 (JSON): after the instruction "... Do not use variables." one ``tojson(indent=4)`` object
+  per tool (OpenAI ``{"type": "function", "function": {...}}`` objects), in the first user or the system message;
 * DeepSeek-V3.1: ``### NAME\nDescription: ...\n\nParameters: {json}`` per tool under ``## Tools`` (the model
   card's block), or one ``tojson`` line per tool;
 * gpt-oss (harmony): a TypeScript ``namespace functions { type NAME = (_: { p: string, q?: number }) => any; }`` in
@@ -37,6 +40,9 @@ from typing import Any
 from trajlab.errors import InputError, param
 
 _TOOLS_BLOCK = re.compile(r"<tools>\s*(.*?)\s*</tools>", re.DOTALL)
+_FUNCTIONS_BLOCK = re.compile(r"<functions>\s*(.*?)\s*</functions>", re.DOTALL)
+#: the end of the Llama 3.x JSON tool instructions; the tool objects follow
+_LLAMA_LEAD = "Do not use variables."
 
 #: the deepest nesting a tool schema may have (real schemas stay under ~20 levels; every schema walker, the
 #: JSON encoder and the type checks recurse, so a deeper one is refused before it reaches them)
@@ -212,6 +218,20 @@ def _deepseek_tools(text: str) -> list[dict[str, Any]] | None:
     return tools or None
 
 
+def _functions_block(text: str) -> list[dict[str, Any]] | None:
+    """DeepSeek-V3.2 / V4 (DSML): one ``tojson`` line per tool inside ``<functions>`` ... ``</functions>``."""
+    m = _FUNCTIONS_BLOCK.search(text)
+    return _json_lines(m.group(1)) if m else None
+
+
+def _llama_tools(text: str) -> list[dict[str, Any]] | None:
+    """Llama 3.x / 4 JSON tool block: after "... Do not use variables." one ``tojson(indent=4)`` object per tool."""
+    at = text.rfind(_LLAMA_LEAD)
+    if at < 0:
+        return None
+    return _json_lines(text[at + len(_LLAMA_LEAD):])
+
+
 def _ts_type(t: str) -> dict[str, Any]:
     t = t.strip()
     if t.endswith("[]"):
@@ -344,6 +364,8 @@ def _react_tools(text: str) -> list[dict[str, Any]] | None:
 #: ReAct list last (its literal is plain text another family's prompt may quote)
 _FAMILY_BLOCKS = (
     ("tool_declare", _kimi_tools, "prompt_kimi"),
+    ("<functions>", _functions_block, "prompt_dsml"),
+    (_LLAMA_LEAD, _llama_tools, "prompt_llama"),
     ("namespace functions {", _typescript_tools, "prompt_typescript"),
     ("Parameters:", _deepseek_tools, "prompt_deepseek"),
     ("Action", _react_tools, "prompt_react"),

@@ -21,6 +21,11 @@ recognised with and without its special tokens kept by the decode:
 * DeepSeek-V3.1: ``<｜tool▁output▁begin｜>...<｜tool▁output▁end｜>`` (ordinary tokens), no assistant header after it;
 * gpt-oss (harmony): ``<|start|>functions.NAME to=assistant<|channel|>commentary<|message|>...<|end|>`` then
   ``<|start|>assistant``; stripped: ``functions.NAME to=assistantcommentary...assistant`` before the next channel;
+* DeepSeek-V3.2 / V4 (DSML): ``\n\n<function_results>\n<result>...</result>\n</function_results>`` (ordinary text),
+  then ``\n\n<think>`` or ``\n\n</think>`` from the template, no assistant header;
+* Llama 3.1-3.3 / Llama 4: an ``ipython`` turn, ``<|start_header_id|>ipython<|end_header_id|>\n\n...<|eot_id|>`` then
+  ``<|start_header_id|>assistant<|end_header_id|>\n\n`` (Llama 4: ``<|header_start|>``/``<|header_end|>``/``<|eot|>``);
+  stripped: ``ipython\n\n...assistant\n\n``;
 * ReAct agents: the environment's ``Observation: ...`` as a user message (``user\nObservation: ...`` up to the
   next ``assistant`` header), or appended inline after the Action Input up to the model's next step (a line
   starting ``Thought:``, ``Action:`` or ``Final Answer:``). An ``Observation:`` with no model step after it is
@@ -95,6 +100,13 @@ FAMILY_WRAPPERS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("glm", "<tool_response>", re.compile(
         r"(?:<\|observation\|>)?(?:[ \t\r\n]*<tool_response>.*?(?:</tool_response>|\Z))+(?:<\|assistant\|>)?",
         re.DOTALL)),
+    ("deepseek_dsml", "<function_results>", re.compile(
+        r"(?:<｜end▁of▁sentence｜>)?[ \t\r\n]*<function_results>.*?(?:</function_results>[ \t\r\n]*(?:</?think>[ \t\r\n]*)?|\Z)",
+        re.DOTALL)),
+    ("llama3_json", "ipython", re.compile(
+        r"(?:<\|eo[mt](?:_id)?\|>)?(?:<\|(?:start_header_id|header_start)\|>)?ipython(?:<\|(?:end_header_id|header_end)\|>)?"
+        r"\n\n.*?(?:(?:<\|eot(?:_id)?\|>)?(?:<\|(?:start_header_id|header_start)\|>)?assistant"
+        r"(?:<\|(?:end_header_id|header_end)\|>)?\n\n|\Z)", re.DOTALL)),
     ("react", "user\nObservation", re.compile(
         r"(?:<\|im_end\|>)?\n?(?:<\|im_start\|>)?user\nObservation[ \t]*\d*[ \t]*:.*?"
         r"(?:(?:<\|im_end\|>)?\n(?:<\|im_start\|>)?assistant\n|\Z)", re.DOTALL)),

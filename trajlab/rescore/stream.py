@@ -447,9 +447,15 @@ class FamilyLayout:
 _GLM = FamilyLayout(("<|observation|>", "<|assistant|>"), prompt_end="<|assistant|>",
                     turn_end_call="<|observation|>", turn_end_final="<|user|>")
 #: call format -> layout (call-formats.md §1-4)
+_DEEPSEEK = FamilyLayout(("<｜end▁of▁sentence｜>",), bos="<｜begin▁of▁sentence｜>",
+                         turn_end_call="<｜end▁of▁sentence｜>", turn_end_final="<｜end▁of▁sentence｜>")
 FAMILY_LAYOUTS: dict[str, FamilyLayout] = {
-    "deepseek_v31": FamilyLayout(("<｜end▁of▁sentence｜>",), bos="<｜begin▁of▁sentence｜>",
-                                 turn_end_call="<｜end▁of▁sentence｜>", turn_end_final="<｜end▁of▁sentence｜>"),
+    "deepseek_v31": _DEEPSEEK,
+    # DSML (V3.2, V4): only BOS/EOS are special, the EOS closes every assistant turn (call turns included)
+    "deepseek_v32": _DEEPSEEK,
+    "deepseek_v4": _DEEPSEEK,
+    # Llama 3.x / 4: the header and end-of-turn tokens are special; the stripped role words are not rebuilt
+    "llama3_json": FamilyLayout(("<|eot_id|>", "<|start_header_id|>", "<|header_start|>"), rebuilt=False),
     "glm45": _GLM,
     "glm47": _GLM,
     "kimi_k2": FamilyLayout(("<|im_middle|>", "<|tool_call_begin|>"), rebuilt=False),

@@ -14,7 +14,8 @@ from trajlab.toolcalls.format_base import ToolFormat
 
 #: the format modules, in detection order (qwen3_coder before hermes: `<function=` is the sharper marker; react,
 #: plain text, last: it never takes a trajectory another family's markup claims)
-FORMAT_MODULES: tuple[str, ...] = ("qwen3_coder", "hermes", "glm", "kimi_k2", "deepseek_v31", "gpt_oss", "react")
+FORMAT_MODULES: tuple[str, ...] = ("qwen3_coder", "hermes", "glm", "kimi_k2", "deepseek_v31", "dsml", "gpt_oss",
+                                    "llama3_json", "react")
 
 
 def _load() -> dict[str, ToolFormat]:

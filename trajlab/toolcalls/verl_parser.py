@@ -23,6 +23,10 @@ hermes (``HermesToolParser``)
 calls trajlab found (:func:`same_value` compares arguments): each of ours is executed ``as_intended``,
 ``differently`` (another name or other arguments: a cut value, a merged parameter, a converted number) or
 ``dropped`` (verl executes no call for it).
+
+deepseek_v4 (``DeepSeekV4ToolParser``)
+    reproduced in :mod:`.verl_dsml`. verl has no parser for the other families trajlab reads beyond these (DSML
+    V3.2, Llama-3 JSON, DeepSeek-V3.1): ``None``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any
 
 from trajlab.toolcalls.schema import ToolIndex
 from trajlab.toolcalls.verl_conversion import verl_convert
+from trajlab.toolcalls.verl_dsml import verl_dsml_calls
 
 #: the verl release whose parsers are reproduced here (messages name it)
 VERL_VERSION = "0.9.1"
@@ -66,6 +71,8 @@ def verl_calls(text: str, fmt: str, index: ToolIndex | None) -> list[VerlCall] |
         return _qwen3_coder(text, index)
     if fmt == "hermes":
         return _hermes(text)
+    if fmt == "deepseek_v4":
+        return [VerlCall(*c) for c in verl_dsml_calls(text)]
     return None
 
 
