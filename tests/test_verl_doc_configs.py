@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_verl_reward_in_verl import TASK, _records, _verl_python
+from helpers.verl_venv import SKIP, TASK, verl_python
 
 from trajlab.verl.reward import compute_score, reward_keys
 
@@ -91,10 +91,9 @@ def _kwargs(overrides: list[str]) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def doc_configs(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    py = _verl_python()
+    py = verl_python()
     if py is None:
-        pytest.skip("the verl 0.9.1 venv is missing: build it with ../shared/tools/verl-sft-check/verl_sft_setup.sh "
-                    "(see docs/development/index.md), or point VERLSFT_VENV at one")
+        pytest.skip(SKIP)
     from trajlab.rescore.qwen_tokenizers import qwen3_tokenizer_dir
 
     d = tmp_path_factory.mktemp("verl_docs")
@@ -103,7 +102,8 @@ def doc_configs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     files = {"/abs/path/my_task.py": str(d / "my_task.py"), "/abs/path/tool_config.yaml": str(d / "tool_config.yaml")}
     venv_bin = str(Path(py).parent)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"}
-    rec = next(r for r in _records("qwen35_xml_run", (60,))
+    lines = (ROOT / "sample_data" / "qwen35_xml_run" / "rollout" / "60.jsonl").read_text(encoding="utf-8").splitlines()
+    rec = next(r for r in map(json.loads, lines)
                if compute_score("searchqa", r["output"], r["gts"], {}, task_fn=files["/abs/path/my_task.py"])
                ["task_score"] == 1.0)
 
