@@ -16,6 +16,7 @@ from typing import Any
 
 from trajlab.report.data import Example, ReportData
 from trajlab.report.training import training_section
+from trajlab.tables import CATEGORY_SHARE
 
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
        "font-src data:; base-uri 'none'; form-action 'none'")
@@ -183,14 +184,16 @@ def _warning_callout(d: ReportData) -> str:
 def _category_table(d: ReportData) -> str:
     if not d.category_totals:
         return '<p class="muted">No malformed calls.</p>'
-    total = sum(n for _, n in d.category_totals) or 1
+    malformed = sum(int(s.get("malformed_calls") or 0) for s in d.steps)
+    total = malformed or 1
     top = max(n for _, n in d.category_totals)
     rows = "".join(
         f'<tr><td class="mono">{e(c)}</td><td class="num">{n:,}</td><td class="num">{n / total:.0%}</td>'
         f'<td><span class="bar" style="width:{max(2, round(160 * n / top))}px"></span></td></tr>'
         for c, n in d.category_totals)
-    return ('<div class="scroll"><table><thead><tr><th>category</th><th class="num">malformed calls</th>'
-            '<th class="num">share of flags</th><th></th></tr></thead><tbody>' + rows + "</tbody></table></div>")
+    return (f'<p class="muted">{CATEGORY_SHARE} Here: the {e(str(d.split))} split, {malformed:,} malformed calls.</p>'
+            '<div class="scroll"><table><thead><tr><th>category</th><th class="num">malformed calls</th>'
+            '<th class="num">share of malformed calls</th><th></th></tr></thead><tbody>' + rows + "</tbody></table></div>")
 
 
 def _garble_html(name: str, nearest: str | None) -> str:

@@ -25,7 +25,7 @@ from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks
 from trajlab.model import IngestError
 from trajlab.outpaths import begin_write, end_write, prepare_out_dir, remove_stale_temps, write_lock
-from trajlab.ownfiles import marked_json
+from trajlab.ownfiles import marked_json, retire_derived
 from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
 from trajlab.scan.engines import for_input_size
 from trajlab.scan.ids import file_digest
@@ -138,7 +138,9 @@ def scan(
         mkey = merge_key(keep, errors)
         if request.control_prob != DEFAULT_CONTROL_PROB:  # steps depend on it: another value is another merge
             mkey = hashlib.sha1(f"{mkey}\ncontrol_prob={request.control_prob!r}".encode()).hexdigest()
-        if not incremental or previous_merge_key(out) != mkey:  # else every table already holds exactly these parts
+        prev_key = previous_merge_key(out)
+        retired = retire_derived(out) if prev_key != mkey else []  # a rescore of other tables is not this run's
+        if not incremental or prev_key != mkey:  # else every table already holds exactly these parts
             begin_write(out)  # a kill from here to the manifest leaves a marker that readers refuse
             merge_parts(keep, parts_root, out, errors, progress)
             write_table(STEPS, steps_table(out, control_prob=request.control_prob), table_path(out, "steps"))
@@ -147,6 +149,7 @@ def scan(
         metrics_report = training_metrics(out, paths, request, [(f.path, f.run) for f in inputs])
         summary = summarise(out, keep, steps, time.perf_counter() - t0, rollout_n=opts.rollout_n)
         summary.skipped = skipped
+        summary.retired = [f"{out / name}" for name in retired]
         add_training_metrics(summary, out, steps, request, metrics_report)
         recorded = {
             "tool_format": tool_format,
