@@ -4,6 +4,7 @@ warning; with several runs, the runs compared side by side (one row and one spar
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -305,6 +306,11 @@ def training_lines(s: Any) -> list[Text]:
                                                         "with --metrics RUN=PATH)" if m.get("unmatched") else "")
                                 + (f"; {m['problem_count']} unreadable line(s)/record(s), e.g. "
                                    f"{m['problems'][0]}" if m.get("problem_count") else "")), style="dim"))
+    tb = getattr(s, "tensorboard", None) or []
+    if tb:
+        out.append(Text(literal(f"tensorboard: trajlab's curves in {', '.join(tb[:3])}"
+                                + (f" and {len(tb) - 3} more" if len(tb) > 3 else "")
+                                + f" (tensorboard --logdir {Path(tb[0]).parents[2]})"), style="dim"))
     for lt in getattr(s, "lead_times", None) or []:
         who = f"run {lt['run']}: " if len(getattr(s, "runs", [])) > 1 else ""
         good = lt["lead_steps"] is not None and lt["lead_steps"] > 0
