@@ -46,21 +46,21 @@ TOOLS_YAML = """tools:
 """
 
 
-def _flatten(prefix: str, d: dict) -> list[str]:
-    out = []
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        out += _flatten(f"{key}.", v) if isinstance(v, dict) else [f"{key}={v}"]
-    return out
-
-
-def readme_blocks() -> tuple[list[str], str]:
-    """The README's plugin YAML as Hydra overrides, and the command its comment gives for the file path."""
+def readme_block() -> tuple[dict, str]:
+    """The README's plugin YAML (a mapping a user's verl config file holds), and the command its comment gives for
+    the file path."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     block = next(b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "custom_reward_function" in b)
     cmd = re.search(r'#\s*(python -c ".*?")\s*$', block, re.M)
     assert cmd is not None, "the README's path comment gives the command that prints the path"
-    return _flatten("", yaml.safe_load(block)), cmd.group(1)
+    return yaml.safe_load(block), cmd.group(1)
+
+
+def _with(d: dict, **crf: str) -> dict:
+    """The README mapping with ``custom_reward_function`` keys replaced."""
+    out = json.loads(json.dumps(d))
+    out["reward"]["custom_reward_function"].update(crf)
+    return out
 
 
 def guide_blocks() -> list[tuple[str, str]]:
@@ -84,8 +84,12 @@ def _overrides(block: str, env: dict[str, str], files: dict[str, str]) -> list[s
     return [t for t in shlex.split(block, comments=True) if re.match(r"^\+?[A-Za-z_][\w.]*=", t)]
 
 
-def _kwargs(overrides: list[str]) -> dict[str, str]:
-    return {o.split("reward_kwargs.", 1)[1].split("=", 1)[0]: o.split("=", 1)[1] for o in overrides
+def _kwargs(block: dict) -> dict[str, str]:
+    merged = block.get("merge")
+    if merged:
+        crf = merged.get("reward", merged)["custom_reward_function"]
+        return dict(crf.get("reward_kwargs") or {})
+    return {o.split("reward_kwargs.", 1)[1].split("=", 1)[0]: o.split("=", 1)[1] for o in block["overrides"]
             if "reward_kwargs." in o}
 
 
@@ -107,14 +111,14 @@ def doc_configs(tmp_path_factory: pytest.TempPathFactory) -> dict:
                if compute_score("searchqa", r["output"], r["gts"], {}, task_fn=files["/abs/path/my_task.py"])
                ["task_score"] == 1.0)
 
-    readme, path_cmd = readme_blocks()
+    readme, path_cmd = readme_block()
     checkout_path = _shell(path_cmd, env)
     assert checkout_path == str(ROOT / "trajlab" / "verl" / "reward.py")
-    blocks = [{"name": "readme_file_path", "overrides": [o.replace("/path/to/site-packages/trajlab/verl/reward.py",
-                                                                   checkout_path) for o in readme]}]
-    blocks.append({"name": "readme_top_level", "overrides": [o.split("reward.", 1)[1] for o in blocks[0]["overrides"]]})
-    blocks.append({"name": "readme_pkg", "overrides": [re.sub(r"path=.*", "path=pkg://trajlab.verl.reward", o)
-                                                       for o in blocks[0]["overrides"]]})
+    readme = json.loads(json.dumps(readme).replace("/abs/path/my_task.py", files["/abs/path/my_task.py"]))
+    file_block = _with(readme, path=checkout_path)
+    blocks = [{"name": "readme_file_path", "merge": file_block},
+              {"name": "readme_top_level", "merge": file_block["reward"]},  # verl 0.5-0.7's spelling
+              {"name": "readme_pkg", "merge": _with(readme, path="pkg://trajlab.verl.reward")}]
     prev: list[str] = []
     for name, block in guide_blocks():
         ov = _overrides(block, env, files)
@@ -141,8 +145,7 @@ def doc_configs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     assert pip.returncode == 0, pip.stderr[-2000:]
     site_path = _shell(path_cmd, {**env, "PYTHONPATH": str(site)})
     assert site_path == str(site / "trajlab" / "verl" / "reward.py")
-    site_block = {"name": "readme_site_packages",
-                  "overrides": [o.replace(checkout_path, site_path) for o in blocks[0]["overrides"]]}
+    site_block = {"name": "readme_site_packages", "merge": _with(readme, path=site_path)}
     got.update(run({**spec, "blocks": [site_block]}, str(site), "site"))
     return {"got": got, "blocks": blocks + [site_block], "record": rec}
 
@@ -157,7 +160,7 @@ def test_every_documented_plugin_config_loads_in_verl_and_scores(doc_configs: di
     for block in doc_configs["blocks"]:
         name, r = block["name"], got[block["name"]]
         assert "error" not in r, f"{name}: {r.get('error')}\n{r.get('trace')}"
-        kw = _kwargs(block["overrides"])
+        kw = _kwargs(block)
         assert set(r) - {"loaded_from"} == set(reward_keys(**kw)), name
         expected = compute_score("searchqa", rec["output"], rec["gts"], {}, **kw)
         assert r["task_score"] == expected["task_score"] and r["plugin_errors"] == 0.0, name

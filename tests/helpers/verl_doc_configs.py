@@ -1,8 +1,9 @@
 """Load every reward-plugin config block of the README and the reward-plugin guide through verl 0.9.1's own code
 (executed by the verl venv's python; see tests/test_verl_doc_configs.py). Usage: PY verl_doc_configs.py SPEC OUT
 
-SPEC: {"blocks": [{"name", "overrides": [Hydra overrides, as the doc writes them]}], "record": {"input", "output",
-"gts"}, "tokenizer_dir": DIR}. Each block is composed over verl's own ``ppo_trainer`` config, migrated as verl's
+SPEC: {"blocks": [{"name", "overrides": [Hydra overrides, as the doc writes them], "merge": a YAML block's mapping,
+as a user's config file adds it}], "record": {"input", "output", "gts"}, "tokenizer_dir": DIR}. Each block is
+composed over verl's own ``ppo_trainer`` config (a YAML block merged over it), migrated as verl's
 reward loop migrates a legacy config, then loaded: ``get_custom_reward_fn`` and a call on the record (a list call
 for the ``batch`` manager), or, when the block names a reward manager by module path, ``resolve_reward_manager_cls``
 and ``run_single`` on the record's token ids. Writes {name: result dict, or {"error": ...}}.
@@ -24,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 def main(spec_path, out_path):
     import verl
     from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
     from verl.experimental.reward_loop.reward_loop import migrate_legacy_reward_impl
     from verl.trainer.ppo.reward import get_custom_reward_fn, resolve_reward_manager_cls
 
@@ -35,7 +37,12 @@ def main(spec_path, out_path):
                                version_base=None):
         for block in spec["blocks"]:
             try:
-                cfg = migrate_legacy_reward_impl(compose(config_name="ppo_trainer", overrides=block["overrides"]))
+                cfg = compose(config_name="ppo_trainer", overrides=block.get("overrides", []))
+                if block.get("merge"):  # a config file of the user's: its keys are added to verl's
+                    OmegaConf.set_struct(cfg, False)
+                    cfg = OmegaConf.merge(cfg, block["merge"])
+                    OmegaConf.set_struct(cfg, True)
+                cfg = migrate_legacy_reward_impl(cfg)
                 mgr = cfg.reward.reward_manager
                 if mgr.source == "importlib":
                     from transformers import AutoTokenizer

@@ -49,7 +49,8 @@ figcaption { color: var(--muted); font-size: 13px; margin-top: 4px; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; margin: 10px 0; font-size: 14px; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
-th { background: var(--card); font-weight: 600; }
+th { background: var(--card); font-weight: 600; overflow-wrap: normal; word-break: normal; hyphens: none; }
+td.label { white-space: nowrap; overflow-wrap: normal; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.num { white-space: nowrap; overflow-wrap: normal; }
 .bar { display: inline-block; height: 10px; background: #d62728; border-radius: 2px; vertical-align: middle; }
@@ -341,7 +342,7 @@ def _rescore_section(d: ReportData, charts: dict[str, str]) -> str:
         head = "".join(f'<th class="{"num" if k != "checkpoint" else ""}">{e(RESCORE_HEADERS.get(k, k))}</th>'
                        for k in cols)
         body = "".join("<tr>" + "".join(
-            f'<td class="{"num" if k != "checkpoint" else "mono"}">'
+            f'<td class="{"num" if k != "checkpoint" else "mono label"}">'
             f'{e(pct(v) if k.endswith("_rate") and isinstance(v, float) else num(v) if k != "checkpoint" else v)}</td>'
             for k, v in row.items()) + "</tr>" for row in r.rows)
         parts.append(f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>')
@@ -383,7 +384,7 @@ def _drift_section(d: ReportData, charts: dict[str, str]) -> str:
         else:
             ci = "" if c["paired_lo"] is None else f' [{c["paired_lo"]:+.2f}, {c["paired_hi"]:+.2f}]'
             drift = f'{c["paired_drift"]:+.2f}{ci}'
-        body.append(f'<tr><td class="mono">{e(c["checkpoint"])}</td><td class="num">{e(num(c["step"]))}</td>'
+        body.append(f'<tr><td class="mono label">{e(c["checkpoint"])}</td><td class="num">{e(num(c["step"]))}</td>'
                     f'<td class="num">{e(pct(c["calibrated_rate"], 2))}</td><td class="num">{e(drift)}</td>'
                     f'<td class="num">{e(num(c["paired_points"]))}</td></tr>')
     parts.append(f'<div class="scroll"><table><thead>{head}</thead><tbody>{"".join(body)}</tbody></table></div>')
