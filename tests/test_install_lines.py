@@ -8,9 +8,9 @@ is switched off wherever ``mkdocs`` is run; a skipped verl test names a page tha
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 from helpers.verl_venv import SKIP
 
 ROOT = Path(__file__).resolve().parents[1]
