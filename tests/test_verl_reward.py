@@ -307,3 +307,20 @@ def test_logged_task_failure_never_carries_terminal_controls(tmp_path: Path,
     assert r["task_failed"] == 1.0
     msgs = [x.getMessage() for x in caplog.records if "LookupError" in x.getMessage()]
     assert len(msgs) == 1 and "\x1b" not in msgs[0] and "\u202e" not in msgs[0] and "\\x1b[2J" in msgs[0]
+
+
+def test_reward_module_loads_by_file_path_unregistered_as_verl_loads_it() -> None:
+    """verl's ``load_module`` runs a file path through ``spec_from_file_location`` + ``exec_module`` without putting
+    it in ``sys.modules`` (a dataclass with postponed annotations then fails): the module must load that way.
+    tests/test_verl_doc_configs.py does it through verl 0.9.1's own loader."""
+    import importlib.util
+
+    import trajlab.verl.reward as canonical
+
+    spec = importlib.util.spec_from_file_location("custom_module_by_path", canonical.__file__)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert "custom_module_by_path" not in sys.modules
+    r = mod.compute_score("d", GOOD, None, {}, **NONE)
+    assert r == compute_score("d", GOOD, None, {}, **NONE) and r["tool_calls"] == 1

@@ -14,8 +14,9 @@ the task function (:mod:`trajlab.verl.task`) and returns a dict of numbers with 
 
 This module imports neither verl, torch, transformers nor polars: it loads in any verl worker. verl may also load
 it by file path without registering it in ``sys.modules`` (``load_module``): it therefore does not use
-``from __future__ import annotations`` (``dataclasses`` would look the module up there), and
-``tests/test_verl_entry_modules.py`` loads every module verl may load by path that way.
+``from __future__ import annotations`` (``dataclasses`` would look the module up there). tests/test_verl_reward.py
+loads it that way, and tests/test_verl_doc_configs.py loads every documented config (this file, ``pkg://`` and
+``trajlab.verl.manager``) through verl 0.9.1's own loader.
 """
 
 import logging
