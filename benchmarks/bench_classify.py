@@ -24,7 +24,7 @@ from typing import Any
 
 from trajlab.model import TurnContext
 from trajlab.toolcalls import analyze_turn
-from trajlab.toolcalls.schema import verl_convert
+from trajlab.toolcalls.verl_conversion import verl_convert
 
 TOOLS = [
     {"name": "search_web", "description": "Search the web.", "parameters": {

@@ -26,6 +26,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from helpers.curate_runs import scan_dir, write_clean_run, write_hermes_run, write_xml_run
+from helpers.verl_venv import SKIP
 
 from trajlab.commands.options import flag_for
 from trajlab.curate import PoolOptions, build_sft_pool
@@ -300,13 +301,13 @@ VERL_CHECK = Path(__file__).resolve().parents[2] / "shared" / "tools" / "verl-sf
 def test_verl_multiturn_sft_dataset_loads_the_pool(sample_pool):
     """verl 0.9.1's own MultiTurnSFTDataset with the real Qwen3 tokenizer (verl_sft_check; skipped without verl).
 
-    Run ``bash /work/shared/tools/verl-sft-check/verl_sft_setup.sh`` once to create the verl venv.
+    The verl venv: see "The verl venv" in docs/development/index.md.
     ``--calls-only``: with Qwen3's template verl trains no think block, so only the tool calls (and, by the
     tool's other checks, zero non-assistant tokens) must be trained verbatim.
     """
     py = _verl_python()
     if py is None or not VERL_CHECK.is_file():
-        pytest.skip("verl is not importable (run verl_sft_setup.sh to create its venv)")
+        pytest.skip(SKIP if py is None else f"{VERL_CHECK} is missing (CI's shared tools)")
     pool, _ = sample_pool
     files = [str(pool / f"{n}.parquet") for n in ("train", "val")]  # the mix: every kind is in it
     res = subprocess.run([py, str(VERL_CHECK), *files, "--calls-only"], capture_output=True, text=True, timeout=600)

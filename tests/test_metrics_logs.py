@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.verl_venv import SKIP
 
 from trajlab.metrics.filelog import LogProblem, is_metrics_log, read_file_log
 from trajlab.metrics.leadtime import breakdown, lead_time, pick_metric
@@ -30,7 +31,7 @@ def test_crc32c_and_framing() -> None:
 
 def _verl_log(tmp_path: Path, code: str) -> Path:
     if not VERL_PY.is_file():
-        pytest.skip(f"verl venv not built ({VERL_PY}); CI builds it with shared/tools/verl-sft-check/verl_sft_setup.sh")
+        pytest.skip(SKIP)
     env = {**os.environ, "VERL_FILE_LOGGER_ROOT": str(tmp_path / "logs"), "TENSORBOARD_DIR": str(tmp_path / "tb")}
     env.pop("VERL_FILE_LOGGER_PATH", None)
     script = ("import numpy as np\nfrom verl.utils.tracking import Tracking\n"

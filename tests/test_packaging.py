@@ -34,7 +34,23 @@ def test_wheel_ships_rules(tmp_path):
     names = set(zipfile.ZipFile(whl).namelist())
     rule_files = {f"trajlab/rules/{p.relative_to(ROOT / 'rules').as_posix()}" for p in (ROOT / "rules").rglob("*.yaml")}
     assert rule_files and rule_files <= names, sorted(rule_files - names)
-    assert "trajlab/cli.py" in names
+    assert "trajlab/cli.py" in names and "trajlab/py.typed" in names  # PEP 561: user code sees trajlab's types
+    guide = (ROOT / "docs" / "guides" / "reward-plugin.md").read_text(encoding="utf-8")
+    assert f"pip install dist/{whl.name}" in guide  # the install line the reward-plugin guide gives
+
+
+def test_lazy_exports_have_typed_re_exports():
+    """Every name ``trajlab`` exports lazily is also imported under ``TYPE_CHECKING`` from the same module, so a
+    type checker sees ``trajlab.scan`` as the function (not the module ``trajlab/_callable.py`` makes callable)."""
+    import ast
+
+    import trajlab
+
+    tree = ast.parse((ROOT / "trajlab" / "__init__.py").read_text(encoding="utf-8"))
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    typed = {(a.asname, n.module) for n in block.body if isinstance(n, ast.ImportFrom) for a in n.names
+             if a.asname == a.name}
+    assert typed == {(k, v) for k, v in trajlab._API.items()}
 
 
 def test_cli_help_does_not_import_torch():

@@ -140,3 +140,28 @@ def test_empty_scan_gives_a_report_without_charts(tmp_path: Path) -> None:
     html = page.read_text(encoding="utf-8")
     assert s.charts == [] and s.refs == []
     assert "No early warning" in html and "No steps to plot" in html and "No findings" in html
+
+
+def test_category_panel_titles_never_overlap_their_call_counts() -> None:
+    """Measured on the laid-out figure: each panel's category title ends before its "N calls" label."""
+    import matplotlib.pyplot as plt
+
+    from trajlab.report.charts import category_figure
+
+    steps = list(range(1, 41))
+    names = ["missing_required_parameter", "garbled_function_name", "unknown_parameter_with_long_name_x",
+             "stray_attribute", "text_after_call", "unclosed_tag", "json_in_xml_format", "format_mismatch",
+             "missing_call_close"]
+    counts = {n: [i % 3 + k for i in steps] for k, n in enumerate(names)}
+    fig = category_figure(steps, [1000] * len(steps), counts, [50] * len(steps), 20, "train")
+    try:
+        fig.draw_without_rendering()
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        assert len(panels) == len(names)
+        for ax in panels:
+            left, right = ax._left_title, ax._right_title
+            assert right.get_text().endswith(" calls")
+            assert left.get_window_extent().x1 < right.get_window_extent().x0, (left.get_text(), right.get_text())
+        assert any(ax._left_title.get_text().endswith("…") for ax in panels)  # a long name was shortened to fit
+    finally:
+        plt.close(fig)

@@ -38,8 +38,12 @@ def test_rescore_section_has_spike_and_token_charts(rescored: Path, tmp_path: Pa
                         "FROM rescore_trajectory_scores GROUP BY checkpoint").to_pylist()
     section = html[html.index('id="rescore"'):]
     for t in tot:
-        row = re.search(rf"<td class=\"mono\">{t['checkpoint']}</td>(.*?)</tr>", section, re.S)
+        row = re.search(rf"<td class=\"mono label\">{t['checkpoint']}</td>(.*?)</tr>", section, re.S)
         assert row and f"{t['r'] * 100:.1f}%" in row.group(1)
+    # a checkpoint label never wraps (global_step_20 over three lines) and headers break only between words
+    css = html[html.index("<style"):html.index("</style>")]
+    assert re.search(r"td\.label \{ white-space: nowrap;", css)
+    assert re.search(r"\bth \{[^}]*overflow-wrap: normal; word-break: normal;", css)
     # the most-moved token is the one with the largest |last - first| in rescore_compare
     moved = sql(rescored, f"""
         SELECT control_token, abs(max(mean_prob) FILTER (WHERE checkpoint = '{order[-1]}')

@@ -103,7 +103,7 @@ def test_drift_page_in_the_report(train, tmp_path):
         rows = cal[cal.checkpoint == c.label]
         rate = rows.spikes.sum() / rows.units.sum()
         assert rate == pytest.approx(c.calibrated_spike_rate)
-        m = re.search(rf'<td class="mono">{c.label}</td>(.*?)</tr>', section, re.S)
+        m = re.search(rf'<td class="mono label">{c.label}</td>(.*?)</tr>', section, re.S)
         assert m and f"{rate * 100:.2f}%" in m.group(1)
     assert 'id="discovered"' in section and "&#x27; v&#x27;" in section  # the stray-attribute token is found
 

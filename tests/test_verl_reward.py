@@ -87,7 +87,7 @@ def test_failing_task_function_is_counted_not_raised(tmp_path: Path) -> None:
                  "    if ground_truth == 'async':\n        return None\n"
                  "    return 1.0\n"
                  "async def acompute(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.25\n")
-    kw = {"task_fn": str(f), "unused_for_task": 3}
+    kw = {"task_fn": str(f)}
     ok = compute_score("d", GOOD, "x", {}, **kw)
     assert ok["task_score"] == 1.0 and ok["task_failed"] == 0 and ok["score"] == pytest.approx(1.1)
     for gt, task in (("boom", 0.0), ("nan", 0.0), ("async", 0.0), ("dict", 0.5)):
@@ -125,6 +125,64 @@ def test_wrong_reward_kwargs_fail_at_once_in_one_line(kw: dict, msg: str) -> Non
     with pytest.raises(TrajlabError, match=msg) as e:
         compute_score("d", GOOD, None, {}, **kw)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("typo, near", [("tool", "tools"), ("format_weigth", "format_weight"), ("taskfn", "task_fn"),
+                                        ("tool_fromat", "tool_format"), ("penalty", "penalties")])
+def test_misspelt_reward_kwargs_key_is_one_line_with_the_nearest_key(tmp_path: Path, typo: str, near: str) -> None:
+    f = tmp_path / "task.py"  # a task function taking **kwargs: a typo must not vanish into it
+    f.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):\n"
+                 "    return 1.0\n")
+    for kw in ({typo: "x", "task_fn": "none"}, {typo: "x", "task_fn": str(f)}):
+        with pytest.raises(TrajlabError, match=f"reward_kwargs key '{typo}'.*did you mean '{near}'") as e:
+            compute_score("d", GOOD, None, {}, **kw)
+        assert "\n" not in str(e.value)
+
+
+def test_extra_reward_kwargs_reach_a_task_function_that_takes_them(tmp_path: Path) -> None:
+    f = tmp_path / "task.py"
+    f.write_text("def named(data_source, solution_str, ground_truth, extra_info=None, bonus=0.0):\n    return bonus\n"
+                 "def anykw(data_source, solution_str, ground_truth, extra_info=None, **kw):\n"
+                 "    return kw.get('scale', 0.0)\n")
+    assert compute_score("d", GOOD, None, {}, task_fn=f"{f}:named", bonus=0.5)["task_score"] == 0.5
+    assert compute_score("d", GOOD, None, {}, task_fn=f"{f}:anykw", scale=0.25)["task_score"] == 0.25
+    # a key the task function cannot take (no **kwargs) is lost: an error, not a silent drop
+    with pytest.raises(TrajlabError, match="'scale' is not a trajlab key and the task function .* does not take it"):
+        compute_score("d", GOOD, None, {}, task_fn=f"{f}:named", scale=0.25)
+    with pytest.raises(TrajlabError, match=r"'bonus' is not a trajlab key and no task function \(task_fn=none\)"):
+        compute_score("d", GOOD, None, {}, task_fn="none", bonus=0.5)
+
+
+def test_a_task_nothing_can_score_stops_at_the_first_call_naming_task_fn(tmp_path: Path) -> None:
+    # verl is not importable here: without task_fn there is no task reward at all
+    with pytest.raises(TrajlabError, match="task_fn is not set.*task_fn=none for the format reward alone") as e:
+        compute_score("d", GOOD, None, {})
+    assert "\n" not in str(e.value)
+    # verl's default_compute_score raises NotImplementedError for a data_source it does not know
+    from trajlab.verl.task import call_task_fn, verl_default
+
+    def default_compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):  # verl's contract
+        if data_source != "openai/gsm8k":
+            raise NotImplementedError(f"Reward function is not implemented for {data_source=}")
+        return 1.0
+
+    fn = verl_default(default_compute_score)
+    assert call_task_fn(fn, data_source="openai/gsm8k", solution_str="", ground_truth="", extra_info={},
+                        extra={}) == (1.0, None)
+    with pytest.raises(TrajlabError, match="default_compute_score cannot score data_source='searchqa'.*task_fn="):
+        call_task_fn(fn, data_source="searchqa", solution_str="", ground_truth="", extra_info={}, extra={})
+    # the format reward alone, said explicitly
+    r = compute_score("searchqa", GOOD, None, {}, task_fn="none")
+    assert r["task_failed"] == 0.0 and r["format_reward"] > 0
+
+
+def test_task_file_with_dataclasses_and_postponed_annotations_loads(tmp_path: Path) -> None:
+    f = tmp_path / "task.py"  # loaded by path: it must be registered in sys.modules for dataclasses to work
+    f.write_text("from __future__ import annotations\nfrom dataclasses import dataclass\n@dataclass\n"
+                 "class Cfg:\n    w: float = 0.5\n"
+                 "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                 "    return Cfg().w\n")
+    assert compute_score("d", GOOD, None, {}, task_fn=str(f))["task_score"] == 0.5
 
 
 def test_batch_form_matches_per_sample() -> None:
@@ -249,3 +307,20 @@ def test_logged_task_failure_never_carries_terminal_controls(tmp_path: Path,
     assert r["task_failed"] == 1.0
     msgs = [x.getMessage() for x in caplog.records if "LookupError" in x.getMessage()]
     assert len(msgs) == 1 and "\x1b" not in msgs[0] and "\u202e" not in msgs[0] and "\\x1b[2J" in msgs[0]
+
+
+def test_reward_module_loads_by_file_path_unregistered_as_verl_loads_it() -> None:
+    """verl's ``load_module`` runs a file path through ``spec_from_file_location`` + ``exec_module`` without putting
+    it in ``sys.modules`` (a dataclass with postponed annotations then fails): the module must load that way.
+    tests/test_verl_doc_configs.py does it through verl 0.9.1's own loader."""
+    import importlib.util
+
+    import trajlab.verl.reward as canonical
+
+    spec = importlib.util.spec_from_file_location("custom_module_by_path", canonical.__file__)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert "custom_module_by_path" not in sys.modules
+    r = mod.compute_score("d", GOOD, None, {}, **NONE)
+    assert r == compute_score("d", GOOD, None, {}, **NONE) and r["tool_calls"] == 1

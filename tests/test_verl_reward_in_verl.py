@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers.harmony_kept import HARMONY_SPECIALS, kept_records, strip_specials
+from helpers.verl_venv import SKIP, TASK, verl_python
 
 from trajlab.ingest.verl_jsonl import to_trajectory
 from trajlab.trajectory import analyze_trajectory
@@ -29,21 +30,6 @@ HELPER = ROOT / "tests" / "helpers" / "verl_reward_check.py"
 KIMI_SPECIALS = ["<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>",
                  "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
                  "<|tool_call_argument_begin|>", "<|tool_call_end|>"]
-TASK = '''import re
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    m = re.findall(r"<answer>(.*?)</answer>", solution_str, re.S)
-    return 1.0 if m and str(ground_truth).strip().lower() in m[-1].lower() else 0.0
-'''
-
-
-def _verl_python() -> str | None:
-    venv = Path(os.environ.get("VERLSFT_VENV", os.path.join(os.environ.get("TMPDIR", "/tmp"), "verlsft-venv")))
-    py = venv / "bin" / "python"
-    if not py.is_file():
-        return None
-    probe = subprocess.run([str(py), "-c", "import verl.experimental.reward_loop.reward_manager.naive"],
-                           capture_output=True)
-    return str(py) if probe.returncode == 0 else None
 
 
 def _records(run: str, steps: tuple[int, ...]) -> list[dict]:
@@ -61,9 +47,9 @@ def _scan_verdict(rec: dict, line: int) -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def verl_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    py = _verl_python()
+    py = verl_python()
     if py is None:
-        pytest.skip("the verl 0.9.1 venv could not be built (run ../shared/tools/verl-sft-check/verl_sft_setup.sh)")
+        pytest.skip(SKIP)
     from trajlab.rescore.qwen_tokenizers import qwen3_tokenizer_dir
 
     d = tmp_path_factory.mktemp("verl_reward")

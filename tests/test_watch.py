@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -98,6 +99,12 @@ def test_watch_cli_on_trip_command_gets_the_trip(tmp_path: Path, capsys: pytest.
     assert got["TRAJLAB_REASON"] in ("early_warning", "fail_above") and got["TRAJLAB_STEP"].isdigit()
     out = capsys.readouterr().out
     assert "step    10" in out and "tripped: run exp" in out
+    # said once, with what happens next; the steps already on disk after the trip are scanned, not printed
+    # (an early warning and --fail-above may both trip in one look: one line each)
+    after = out.split("tripped: run exp", 1)[1]
+    assert "then exit 3" in " ".join(after.split())
+    assert not re.search(r"^exp\s+step", after, re.M)
+    assert "steps after the trip were scanned, not printed" in " ".join(out.split())
     # OUT is a complete scan output that sql, report and show read
     assert main(["sql", str(tmp_path / "out"), "SELECT count(*) AS n FROM trajectories"]) == 0
     assert main(["show", str(tmp_path / "out"), "--step", "12"]) == 0

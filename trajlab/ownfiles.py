@@ -150,3 +150,35 @@ def own_output(path: str | Path) -> str | None:
             return None
         return json_head_kind(head)
     return None
+
+
+#: output folders made from a scan's tables (``OUT/<name>/``): stale once a scan replaces those tables
+DERIVED_DIRS = ("rescore",)
+
+
+def retire_derived(out: str | Path) -> list[str]:
+    """Delete what was derived from ``out``'s earlier tables (:data:`DERIVED_DIRS`): trajlab's own marked files
+    only (a file a user put or edited there stays, and so does its folder), then the folders left empty.
+    Returns the folders retired (relative to ``out``)."""
+    root = Path(out)
+    retired = []
+    for name in DERIVED_DIRS:
+        d = root / name
+        if not d.is_dir() or d.is_symlink():
+            continue
+        files = sorted((p for p in d.rglob("*") if p.is_file() and not p.is_symlink()), key=lambda p: len(p.parts))
+        for p in files:
+            if own_output(p) is not None or p.name.startswith("."):  # (.tmp files of an interrupted atomic write)
+                p.unlink(missing_ok=True)
+        for sub in sorted((p for p in d.rglob("*") if p.is_dir() and not p.is_symlink()),
+                          key=lambda p: -len(p.parts)):
+            for leftover in ("options.json",):  # trajlab's record in its own parts/ folder
+                lp = sub / leftover
+                if sub.name == "parts" and lp.is_file():
+                    lp.unlink()
+            if not any(sub.iterdir()):
+                sub.rmdir()
+        if not any(d.iterdir()):
+            d.rmdir()
+        retired.append(name)
+    return retired

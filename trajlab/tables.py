@@ -311,3 +311,8 @@ def read_parts(spec: TableSpec, parts: Iterable[Path]) -> pa.Table:
 
 def table_path(out: Path | str, name: str) -> Path:
     return Path(out) / f"{name}.parquet"
+
+
+#: what a category's count and share mean, said wherever they are shown (scan's summary, the report, the docs)
+CATEGORY_SHARE = ("A category counts the malformed calls that carry it; its share is of all malformed calls. A call "
+                  "can carry several categories, so the shares can add up to more than 100%.")

@@ -118,6 +118,7 @@ class WatchResult:
     summary: Any = None  # the final publish's ScanSummary
     files: int = 0  # files classified while watching
     ranges: int = 0  # byte ranges classified (more than files when files grew while being watched)
+    unprinted: int = 0  # steps classified after the trip and not printed (they are in the final scan)
 
 
 @dataclass
@@ -163,6 +164,8 @@ class Watcher:
         self.scan_opts: WorkerOptions = worker_options(self.scan_request)
         self.files: dict[str, _File] = {}
         self.trips: list[Trip] = []
+        #: step lines not printed because a trip had already stopped the watch (they are in the tables)
+        self.unprinted = 0
         self.tripped: set[tuple[str, str]] = set()
         self.lines: list[StepLine] = []
         self.emit = emit or (lambda line: None)
@@ -330,7 +333,10 @@ class Watcher:
                 line = StepLine(run, key[1], key[2], r["calls"], r["malformed_calls"], top[0][0] if top else None,
                                 "warning: " + "; ".join(states) if states else "ok", time.time())
                 self.lines.append(line)
-                self.emit(line)
+                if self.trips and not self.opts.keep_watching:  # tripped: it stops; later steps are not news
+                    self.unprinted += 1
+                else:
+                    self.emit(line)
                 if self.opts.warning and ew and (run, "early_warning") not in self.tripped:
                     new.append(self._trip(Trip(run, ew["step"], ew["window_rate"], "early_warning", key[2] or 0)))
                 if fa and (run, "fail_above") not in self.tripped:
@@ -417,7 +423,7 @@ def watch(opts: WatchOptions, emit: Callable[[StepLine], None] | None = None,
     except KeyboardInterrupt:  # a second Ctrl-C during the final publish: OUT keeps its last complete state
         summary = None
     return WatchResult(stopped, w.trips, w.lines, summary, sum(1 for f in w.files.values() if f.chunks),
-                       sum(f.chunks for f in w.files.values()))
+                       sum(f.chunks for f in w.files.values()), unprinted=w.unprinted)
 
 
 from trajlab._callable import make_module_callable  # noqa: E402

@@ -61,7 +61,9 @@ def register(app: typer.Typer) -> None:
                     if t.reason == "early_warning"  # type: ignore[attr-defined]
                     else f"malformed-call rate {t.rate:.1%} over the last {window} steps > --fail-above")  # type: ignore[attr-defined]
             rc = f"; --on-trip exited {t.command_rc}" if t.command_rc is not None else ""  # type: ignore[attr-defined]
-            console.print(Text(f"tripped: run {t.run}: {what}{rc}", style="bold red"), soft_wrap=True)  # type: ignore[attr-defined]
+            then = ("watching on (--keep-watching)" if keep_watching else
+                    f"stopping: the steps already on disk are scanned into {out} (not printed), then exit 3")
+            console.print(Text(f"tripped: run {t.run}: {what}{rc}; {then}", style="bold red"), soft_wrap=True)  # type: ignore[attr-defined]
 
         result = watch(WatchOptions(
             paths=list(paths or []), out=out, runs=named, interval=interval, fail_above=fail_above, window=window,
@@ -69,6 +71,8 @@ def register(app: typer.Typer) -> None:
             idle_exit=idle_exit, tools=tools, input_format=input_format, tool_format=tool_format,
             rules_dirs=tuple(str(r) for r in rules), jobs=jobs, metrics=tuple(metrics), tensorboard=tensorboard,
         ), emit=emit, on_trip=tripped)
-        console.print(Text(f"stopped ({result.stopped}); {out} holds the scan of everything written so far", style="dim"))
+        later = f" ({result.unprinted} steps after the trip were scanned, not printed)" if result.unprinted else ""
+        console.print(Text(f"stopped ({result.stopped}); {out} holds the scan of everything written so far{later}",
+                           style="dim"))
         if result.trips:
             raise typer.Exit(3)

@@ -220,6 +220,32 @@ def category_chart(steps: Sequence[int], calls: Sequence[int], counts: dict[str,
 
     Every panel also draws the any-category rate in grey for scale and marks the early-warning step.
     """
+    return to_svg(category_figure(steps, calls, counts, malformed, warn_step, split, window))
+
+
+def fit_titles(fig: Any, gap_px: float = 6.0) -> int:
+    """Shorten (with "…") each panel's left title until it ends before its right title, as drawn; returns how many
+    were shortened. Measured on the laid-out figure, so it holds for any font and panel width."""
+    fig.draw_without_rendering()
+    shortened = 0
+    for ax in fig.axes:
+        left, right = ax._left_title, ax._right_title  # (set_title(loc=...) keeps them only there)
+        if not left.get_text() or not right.get_text():
+            continue
+        text = left.get_text()
+        cut = False
+        while len(text) > 2 and left.get_window_extent().x1 + gap_px > right.get_window_extent().x0:
+            text = text[:-2] + "…" if text.endswith("…") else text[:-1] + "…"
+            text = text.replace("……", "…")
+            left.set_text(text)
+            cut = True
+        shortened += cut
+    return shortened
+
+
+def category_figure(steps: Sequence[int], calls: Sequence[int], counts: dict[str, Sequence[int]],
+                    malformed: Sequence[int], warn_step: int | None, split: str, window: int = 1) -> Any:
+    """The figure :func:`category_chart` draws (open: the caller saves or closes it)."""
     from trajlab.report.data import rolling_ratio
 
     plt = _plt()
@@ -257,7 +283,8 @@ def category_chart(steps: Sequence[int], calls: Sequence[int], counts: dict[str,
         fig.suptitle(f"Malformed-call rate by category ({split} split, {_window_label(window)})", x=0.01,
                      ha="left", fontsize=12, fontweight="bold")
         fig.tight_layout()
-        return to_svg(fig)
+        fit_titles(fig)
+        return fig
 
 
 def spike_chart(checkpoints: Sequence[str], intrusion: Sequence[float | None],

@@ -16,6 +16,7 @@ from typing import Any
 
 from trajlab.report.data import Example, ReportData
 from trajlab.report.training import training_section
+from trajlab.tables import CATEGORY_SHARE
 
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
        "font-src data:; base-uri 'none'; form-action 'none'")
@@ -48,7 +49,8 @@ figcaption { color: var(--muted); font-size: 13px; margin-top: 4px; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; margin: 10px 0; font-size: 14px; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
-th { background: var(--card); font-weight: 600; }
+th { background: var(--card); font-weight: 600; overflow-wrap: normal; word-break: normal; hyphens: none; }
+td.label { white-space: nowrap; overflow-wrap: normal; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.num { white-space: nowrap; overflow-wrap: normal; }
 .bar { display: inline-block; height: 10px; background: #d62728; border-radius: 2px; vertical-align: middle; }
@@ -183,14 +185,16 @@ def _warning_callout(d: ReportData) -> str:
 def _category_table(d: ReportData) -> str:
     if not d.category_totals:
         return '<p class="muted">No malformed calls.</p>'
-    total = sum(n for _, n in d.category_totals) or 1
+    malformed = sum(int(s.get("malformed_calls") or 0) for s in d.steps)
+    total = malformed or 1
     top = max(n for _, n in d.category_totals)
     rows = "".join(
         f'<tr><td class="mono">{e(c)}</td><td class="num">{n:,}</td><td class="num">{n / total:.0%}</td>'
         f'<td><span class="bar" style="width:{max(2, round(160 * n / top))}px"></span></td></tr>'
         for c, n in d.category_totals)
-    return ('<div class="scroll"><table><thead><tr><th>category</th><th class="num">malformed calls</th>'
-            '<th class="num">share of flags</th><th></th></tr></thead><tbody>' + rows + "</tbody></table></div>")
+    return (f'<p class="muted">{CATEGORY_SHARE} Here: the {e(str(d.split))} split, {malformed:,} malformed calls.</p>'
+            '<div class="scroll"><table><thead><tr><th>category</th><th class="num">malformed calls</th>'
+            '<th class="num">share of malformed calls</th><th></th></tr></thead><tbody>' + rows + "</tbody></table></div>")
 
 
 def _garble_html(name: str, nearest: str | None) -> str:
@@ -338,7 +342,7 @@ def _rescore_section(d: ReportData, charts: dict[str, str]) -> str:
         head = "".join(f'<th class="{"num" if k != "checkpoint" else ""}">{e(RESCORE_HEADERS.get(k, k))}</th>'
                        for k in cols)
         body = "".join("<tr>" + "".join(
-            f'<td class="{"num" if k != "checkpoint" else "mono"}">'
+            f'<td class="{"num" if k != "checkpoint" else "mono label"}">'
             f'{e(pct(v) if k.endswith("_rate") and isinstance(v, float) else num(v) if k != "checkpoint" else v)}</td>'
             for k, v in row.items()) + "</tr>" for row in r.rows)
         parts.append(f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>')
@@ -380,7 +384,7 @@ def _drift_section(d: ReportData, charts: dict[str, str]) -> str:
         else:
             ci = "" if c["paired_lo"] is None else f' [{c["paired_lo"]:+.2f}, {c["paired_hi"]:+.2f}]'
             drift = f'{c["paired_drift"]:+.2f}{ci}'
-        body.append(f'<tr><td class="mono">{e(c["checkpoint"])}</td><td class="num">{e(num(c["step"]))}</td>'
+        body.append(f'<tr><td class="mono label">{e(c["checkpoint"])}</td><td class="num">{e(num(c["step"]))}</td>'
                     f'<td class="num">{e(pct(c["calibrated_rate"], 2))}</td><td class="num">{e(drift)}</td>'
                     f'<td class="num">{e(num(c["paired_points"]))}</td></tr>')
     parts.append(f'<div class="scroll"><table><thead>{head}</thead><tbody>{"".join(body)}</tbody></table></div>')

@@ -25,7 +25,7 @@ from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks
 from trajlab.model import IngestError
 from trajlab.outpaths import begin_write, end_write, prepare_out_dir, remove_stale_temps, write_lock
-from trajlab.ownfiles import marked_json
+from trajlab.ownfiles import marked_json, retire_derived
 from trajlab.scan.cache import (
     content_hash,
     load_done,
@@ -148,7 +148,9 @@ def scan(
         if request.control_prob != DEFAULT_CONTROL_PROB:  # steps depend on it: another value is another merge
             mkey = hashlib.sha1(f"{mkey}\ncontrol_prob={request.control_prob!r}".encode()).hexdigest()
         n_driver_errors = len(errors)
-        if not incremental or prev_key != mkey:  # else every table already holds exactly these parts
+        held_key = previous_merge_key(out)  # the merge the tables hold now (None: none, or damaged)
+        retired = retire_derived(out) if held_key != mkey else []  # a rescore of other tables is not this run's
+        if not incremental or held_key != mkey:  # else every table already holds exactly these parts
             begin_write(out)  # a kill from here to the manifest leaves a marker that readers refuse
             merge_parts(keep, parts_root, out, errors, progress)
             write_table(STEPS, steps_table(out, control_prob=request.control_prob), table_path(out, "steps"))
@@ -159,6 +161,7 @@ def scan(
         metrics_report = training_metrics(out, paths, request, [(f.path, f.run) for f in inputs])
         summary = summarise(out, keep, steps, time.perf_counter() - t0, rollout_n=opts.rollout_n)
         summary.skipped = skipped
+        summary.retired = [f"{out / name}" for name in retired]
         add_training_metrics(summary, out, steps, request, metrics_report)
         recorded = {
             "tool_format": tool_format,

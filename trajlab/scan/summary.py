@@ -35,10 +35,13 @@ class ScanSummary:
     trajectories_with_malformed: int = 0
     final_answer_rate: float | None = None
     schema_checked_rate: float | None = None
+    #: (category, malformed calls carrying it), every split (:data:`CATEGORY_SHARE`)
     top_categories: list[tuple[str, int]] = field(default_factory=list)
     ingest_errors: int = 0
     ingest_error_examples: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # what discovery left out on purpose, with why
+    #: outputs made from this directory's earlier tables that the scan deleted (trajlab.ownfiles.retire_derived)
+    retired: list[str] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)  # per-step (run, split, step, calls, malformed, rate)
     early_warning: dict[str, Any] | None = None  # the earliest warning of any run (with its "run")
     runs: list[dict[str, Any]] = field(default_factory=list)  # one summary per run (trajlab.trends.run_summaries)

@@ -12,6 +12,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from trajlab.tables import CATEGORY_SHARE
+
 BLOCKS = "▁▂▃▄▅▆▇█"
 
 
@@ -183,6 +185,8 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
         head.add_row("ingest errors", Text(f"{s.ingest_errors} (see ingest_errors.parquet)", style="yellow"))
     for g in getattr(s, "grouping", None) or []:
         head.add_row("prompt groups", Text(g["message"], style="yellow"))
+    for d in getattr(s, "retired", None) or []:
+        head.add_row("retired", Text(f"{d} (made from this directory's earlier tables, not these)", style="yellow"))
     skipped = getattr(s, "skipped", None) or []
     if skipped:
         more = f"\n… and {len(skipped) - 5} more (manifest.json: summary.skipped)" if len(skipped) > 5 else ""
@@ -190,7 +194,10 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
     parts: list[Any] = [head]
 
     if s.top_categories:
-        cat = Table(title="malformed calls by category", title_justify="left", box=None, pad_edge=False)
+        splits = sorted({str(r.get("split")) for r in s.steps if r.get("split") is not None})
+        cat = Table(title=f"malformed calls by category ({', '.join(splits) or 'all'} split"
+                          f"{'s' if len(splits) != 1 else ''}, {s.malformed_calls:,} malformed calls)",
+                    caption=CATEGORY_SHARE, caption_justify="left", title_justify="left", box=None, pad_edge=False)
         cat.add_column("category")
         cat.add_column("calls", justify="right")
         cat.add_column("share", justify="right")
@@ -279,6 +286,9 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
     parts += training_lines(s)
     for ex in s.ingest_error_examples[:3]:
         parts.append(Text(f"ingest error: {ex}", style="yellow"))
+    parts.append(Text(f"tables: {s.out}/*.parquet (manifest.json); next: trajlab report {s.out} -o "
+                      f"{s.out}/report.html, trajlab sql {s.out} \"SELECT ...\", trajlab build-sft-pool {s.out} -o pool",
+                      style="dim"))
     return Group(Panel(Group(*parts), title=f"trajlab scan → {s.out}", title_align="left"))
 
 
@@ -304,6 +314,11 @@ def training_lines(s: Any) -> list[Text]:
     for f in getattr(s, "wandb", None) or []:
         out.append(Text(literal(f"W&B: trajlab's run written to {Path(f).parent} (upload: wandb sync "
                                 f"{Path(f).parent})"), style="dim"))
+    tb = getattr(s, "tensorboard", None) or []
+    if tb:
+        out.append(Text(literal(f"tensorboard: trajlab's curves in {', '.join(tb[:3])}"
+                                + (f" and {len(tb) - 3} more" if len(tb) > 3 else "")
+                                + f" (tensorboard --logdir {Path(tb[0]).parents[2]})"), style="dim"))
     for lt in getattr(s, "lead_times", None) or []:
         who = f"run {lt['run']}: " if len(getattr(s, "runs", [])) > 1 else ""
         good = lt["lead_steps"] is not None and lt["lead_steps"] > 0

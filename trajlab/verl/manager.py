@@ -25,6 +25,7 @@ from verl.experimental.reward_loop.reward_manager.base import (  # type: ignore[
 )
 
 from trajlab.verl.reward import log_once, scorer_for
+from trajlab.verl.task import is_verl_default
 
 
 def _reward_kwargs(config: Any) -> dict[str, Any]:
@@ -62,8 +63,8 @@ class TrajlabRewardManager(RewardManagerBase):  # type: ignore[misc]
             args = getattr(compute_score, "args", ())
             if args and callable(args[0]):
                 inner = args[0]
-            if not getattr(inner, "__trajlab_reward__", False):
-                override = compute_score
+            if not getattr(inner, "__trajlab_reward__", False) and not is_verl_default(inner):
+                override = compute_score  # (verl's own default is taken from the scorer: it refuses unknown sources)
         self.scorer, self.task_kwargs = scorer_for(kwargs)  # a wrong reward_kwargs value fails here, at start-up
         self.is_async_task = inspect.iscoroutinefunction(override)
         if override is not None and not self.is_async_task:

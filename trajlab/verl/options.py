@@ -3,14 +3,18 @@
 verl passes ``reward.custom_reward_function.reward_kwargs`` as keyword arguments on every call of
 ``compute_score`` (and of the batch form). :func:`split_kwargs` separates the plugin's own keys (:data:`OWN_KEYS`)
 from the rest: verl's call-time extras (``reward_router_address``, ``reward_model_tokenizer``) are dropped, every
-other key is passed on to the task function. A wrong value raises :class:`~trajlab.errors.TrajlabError` on the
-first call (before any step trains on a wrong reward); model text never does.
+other key is passed on to the task function. :func:`check_passed_keys` makes sure each of those reaches it: a key
+that nothing reads, or that looks like a misspelt plugin key, is an error naming the nearest valid key. A wrong
+key or value raises :class:`~trajlab.errors.TrajlabError` on the first call (before any step trains on a wrong
+reward); model text never does.
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,6 +103,41 @@ def split_kwargs(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
         elif k not in VERL_CALL_KEYS:
             rest[k] = v
     return own, rest
+
+
+def _task_params(fn: Callable[..., Any] | None) -> tuple[frozenset[str], bool]:
+    """(the keyword names ``fn`` declares, whether it also takes ``**kwargs``); nothing when ``fn`` is None."""
+    if fn is None:
+        return frozenset(), False
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return frozenset(), True
+    return (frozenset(params), any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()))
+
+
+def check_passed_keys(rest: Mapping[str, Any], task_fn: Callable[..., Any] | None, task_desc: str) -> None:
+    """Raise :class:`~trajlab.errors.TrajlabError` for a reward_kwargs key that would be lost.
+
+    ``rest``: the keys :func:`split_kwargs` passes on to the task function. A key the task function declares by
+    name reaches it. A key close to one of the plugin's own keys (``tool``, ``format_weigth``, ``taskfn``) is taken
+    for a typo, unless declared so; any other key is an error when the task function cannot take it (or there is
+    none).
+    """
+    names, any_kw = _task_params(task_fn)
+    for key in sorted(rest):
+        if key in names:
+            continue
+        near = difflib.get_close_matches(key, sorted(OWN_KEYS), n=1, cutoff=0.6)
+        if any_kw and not near:
+            continue
+        hint = f"did you mean {near[0]!r}?" if near else f"trajlab reads {', '.join(sorted(OWN_KEYS))}"
+        where = "no task function (task_fn=none)" if task_fn is None else f"the task function {task_desc}"
+        if any_kw:
+            where += " takes **kwargs but does not name it"
+        else:
+            where += " does not take it"
+        raise TrajlabError(f"reward_kwargs key {key!r} is not a trajlab key and {where}: {hint}")
 
 
 def options_from_kwargs(own: Mapping[str, Any]) -> RewardOptions:

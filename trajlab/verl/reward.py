@@ -12,10 +12,12 @@ the task function (:mod:`trajlab.verl.task`) and returns a dict of numbers with 
 (:func:`reward_keys`). Model text, ``extra_info`` and the task function never make it raise; a wrong
 ``reward_kwargs`` value raises :class:`~trajlab.errors.TrajlabError` on the first call.
 
-This module imports neither verl, torch, transformers nor polars: it loads in any verl worker.
+This module imports neither verl, torch, transformers nor polars: it loads in any verl worker. verl may also load
+it by file path without registering it in ``sys.modules`` (``load_module``): it therefore does not use
+``from __future__ import annotations`` (``dataclasses`` would look the module up there). tests/test_verl_reward.py
+loads it that way, and tests/test_verl_doc_configs.py loads every documented config (this file, ``pkg://`` and
+``trajlab.verl.manager``) through verl 0.9.1's own loader.
 """
-
-from __future__ import annotations
 
 import logging
 import math
@@ -28,7 +30,7 @@ from typing import Any
 from trajlab.errors import TrajlabError
 from trajlab.model import RawTrajectory
 from trajlab.trajectory import CALL_OPENER, TURN_CLASSIFY_CALLS, analyze_trajectory, turn_cut
-from trajlab.verl.options import RewardOptions, options_from_kwargs, split_kwargs
+from trajlab.verl.options import RewardOptions, check_passed_keys, options_from_kwargs, split_kwargs
 from trajlab.verl.policy import RewardPolicy, judge, load_policy
 from trajlab.verl.task import TaskFn, call_task_fn, load_task_fn
 
@@ -224,10 +226,11 @@ def scorer_from_options(options: RewardOptions) -> Scorer:
             tools = load_tools_file(options.tools)
         except InputError as e:
             raise TrajlabError(f"reward_kwargs: {e}") from None
+    policy = load_policy(options.rules_dirs, options.policy, options.overrides)  # (its values first, then the task)
     fn, desc = load_task_fn(options.task_fn)
     if fn is None:
         log_once("no-task", f"task function: {desc}")
-    sc = Scorer(options, tools, fn, desc, load_policy(options.rules_dirs, options.policy, options.overrides))
+    sc = Scorer(options, tools, fn, desc, policy)
     with _LOCK:
         if len(_SCORERS) > 32:
             _SCORERS.clear()
@@ -242,12 +245,13 @@ def scorer_for(kwargs: Mapping[str, Any]) -> tuple[Scorer, dict[str, Any]]:
     """The scorer for these reward_kwargs and the keyword arguments left for the task function."""
     own, rest = split_kwargs(kwargs)
     try:
-        key = repr(sorted((k, repr(v)) for k, v in own.items()))
+        key = repr((sorted((k, repr(v)) for k, v in own.items()), sorted(rest)))
     except Exception:
         key = ""
     sc = _BY_KWARGS.get(key) if key else None
     if sc is None:
         sc = scorer_from_options(options_from_kwargs(own))
+        check_passed_keys(rest, sc.task_fn, sc.task_desc)  # a misspelt key fails here, on the first call
         if key:
             with _LOCK:
                 if len(_BY_KWARGS) > 64:
@@ -274,6 +278,8 @@ def compute_score(data_source: Any = None, solution_str: Any = "", ground_truth:
     try:
         return sc.score(data_source=data_source, solution_str=solution_str, ground_truth=ground_truth,
                         extra_info=extra_info, task_kwargs=rest)
+    except TrajlabError:  # a configuration error (a task nothing can score): stop the run, in one line
+        raise
     except Exception as e:  # pragma: no cover - Scorer.score guards every step; this is the last net
         log_once(f"score:{type(e).__name__}", f"internal error (please report): {type(e).__name__}: {e}")
         out = dict.fromkeys(sc.keys, 0.0)
@@ -297,6 +303,8 @@ def compute_score_batch(data_sources: Iterable[Any] = (), solution_strs: Iterabl
     for ds, sol, gt, info in zip_longest(srcs[:len(sols)], sols, gts[:len(sols)], infos[:len(sols)]):
         try:
             out.append(sc.score(data_source=ds, solution_str=sol, ground_truth=gt, extra_info=info, task_kwargs=rest))
+        except TrajlabError:
+            raise
         except Exception as e:  # pragma: no cover - as in compute_score
             log_once(f"score:{type(e).__name__}", f"internal error (please report): {type(e).__name__}: {e}")
             out.append({**dict.fromkeys(sc.keys, 0.0), "plugin_errors": 1.0})

@@ -1,7 +1,10 @@
 """The task reward: find the user's own scoring function and call it so that its failures never escape.
 
 :func:`load_task_fn` resolves ``reward_kwargs task_fn`` (``module:function``, a file path with an optional
-``:function``, ``none``) or, by default, verl's ``default_compute_score`` when verl is importable.
+``:function``, ``none`` for the format reward alone) or, by default, verl's ``default_compute_score``. A task that
+cannot be scored is a configuration error, never a silent 0: no ``task_fn`` where verl is not importable, or a
+``data_source`` verl's default does not know, raises :class:`UnscorableTask` (one line naming ``task_fn``).
+A task file is loaded as a module registered in ``sys.modules`` (``dataclasses`` and pickling look it up there).
 :func:`call_task_fn` calls it as verl would (keyword arguments ``data_source, solution_str, ground_truth,
 extra_info``), awaits a coroutine, and reads a number or a dict's ``"score"``; anything else is a failure,
 returned as ``(0.0, reason)``.
@@ -15,12 +18,20 @@ import importlib.util
 import inspect
 import math
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from trajlab.errors import TrajlabError
 
 TaskFn = Callable[..., Any]
+#: what to write instead, in every "cannot score" error
+TASK_FN_FIX = ("set reward_kwargs task_fn=/abs/path/my_task.py:compute_score (your scoring function), or "
+               "task_fn=none for the format reward alone")
+
+
+class UnscorableTask(TrajlabError):
+    """No task function can score this run's samples (a configuration error: it stops the run at once)."""
 
 
 def _from_file(path: str, name: str) -> TaskFn:
@@ -30,9 +41,11 @@ def _from_file(path: str, name: str) -> TaskFn:
     if spec is None or spec.loader is None:
         raise TrajlabError(f"reward_kwargs task_fn: cannot load {path} as a Python module")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
     try:
         spec.loader.exec_module(mod)
     except Exception as e:
+        sys.modules.pop(spec.name, None)
         raise TrajlabError(f"reward_kwargs task_fn: importing {path} failed: {type(e).__name__}: {e}") from None
     fn = getattr(mod, name, None)
     if not callable(fn):
@@ -46,10 +59,11 @@ def load_task_fn(spec: str | None) -> tuple[TaskFn | None, str]:
         try:
             from verl.utils.reward_score import default_compute_score  # type: ignore[import-not-found]
         except Exception:
-            return None, "none (verl is not importable here, so no default_compute_score): task_score is 0"
-        return default_compute_score, "verl.utils.reward_score.default_compute_score"
+            raise UnscorableTask(f"reward_kwargs task_fn is not set and verl is not importable here (no "
+                                 f"default_compute_score): {TASK_FN_FIX}") from None
+        return verl_default(default_compute_score), DEFAULT_DESC
     if spec.strip().lower() == "none":
-        return None, "none: task_score is 0"
+        return None, "none: task_score is 0 (the format reward alone)"
     path, sep, name = spec.rpartition(":")
     if not sep or (len(path) == 1 and path.isalpha()):  # no ':' or a Windows drive letter only
         path, name = spec, ""
@@ -70,6 +84,32 @@ def load_task_fn(spec: str | None) -> tuple[TaskFn | None, str]:
         raise TrajlabError("reward_kwargs task_fn names trajlab's own compute_score: name your task's scoring "
                            "function (or 'none')")
     return fn, spec
+
+
+DEFAULT_DESC = "verl.utils.reward_score.default_compute_score"
+
+
+def is_verl_default(fn: Any) -> bool:
+    """Whether ``fn`` is verl's own ``default_compute_score`` (or trajlab's wrapper of it)."""
+    return getattr(fn, "__trajlab_verl_default__", False) or (
+        getattr(fn, "__name__", "") == "default_compute_score"
+        and str(getattr(fn, "__module__", "")).startswith("verl.utils.reward_score"))
+
+
+def verl_default(default: TaskFn) -> TaskFn:
+    """verl's ``default_compute_score``, raising :class:`UnscorableTask` for a ``data_source`` it does not know
+    (verl raises ``NotImplementedError``: every sample would get task score 0)."""
+
+    def scored(*, data_source: Any, **kwargs: Any) -> Any:
+        try:
+            return default(data_source=data_source, **kwargs)
+        except NotImplementedError:
+            raise UnscorableTask(f"reward_kwargs task_fn is not set and verl's default_compute_score cannot score "
+                                 f"data_source={str(data_source)[:80]!r}: {TASK_FN_FIX}") from None
+
+    scored.__signature__ = inspect.signature(default)  # type: ignore[attr-defined]
+    scored.__trajlab_verl_default__ = True  # type: ignore[attr-defined]
+    return scored
 
 
 def _accepted(fn: TaskFn, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -113,7 +153,7 @@ def read_task_result(result: Any) -> tuple[float, str | None]:
 
 def call_task_fn(fn: TaskFn | None, *, data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any,
                  extra: dict[str, Any]) -> tuple[float, str | None]:
-    """The task score and, on failure, why (the score is then 0.0). Never raises."""
+    """The task score and, on failure, why (the score is then 0.0). Raises only :class:`UnscorableTask`."""
     if fn is None:
         return 0.0, None
     try:
@@ -122,7 +162,7 @@ def call_task_fn(fn: TaskFn | None, *, data_source: Any, solution_str: str, grou
         if inspect.isawaitable(result):
             result = _run_coroutine(result)
     except BaseException as e:  # noqa: BLE001 - a task function may raise anything, even SystemExit
-        if isinstance(e, KeyboardInterrupt):
+        if isinstance(e, (KeyboardInterrupt, UnscorableTask)):
             raise
         return 0.0, f"raised {type(e).__name__}: {str(e)[:200]}"
     return read_task_result(result)
