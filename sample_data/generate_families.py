@@ -34,7 +34,11 @@ BASE_RATE = 0.02
 FINAL_RATE = 0.5
 PROMPTS_PER_STEP = 2
 ROLLOUTS = 4
-FAMILIES = ("glm45", "kimi_k2", "deepseek_v31", "gpt_oss")
+FAMILIES = ("glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "seed", "minimax", "gemma4")
+#: the run directory of each family
+RUN_DIRS = {"glm45": "glm45_run", "kimi_k2": "kimi_k2_run", "deepseek_v31": "deepseek_v31_run", "gpt_oss": "gpt_oss_run",
+            "seed": "seed_oss_run", "minimax": "minimax_m2_run", "gemma4": "gemma4_run"}
+Q = '<|"|>'
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "get_weather", "description": "Current weather and forecast for a city.",
@@ -60,6 +64,12 @@ DEFECTS: dict[str, tuple[tuple[str, float], ...]] = {
                      ("unclosed_call", 1)),
     "gpt_oss": (("garbled_name", 2), ("invalid_json", 3), ("analysis_channel", 2), ("double_encoded", 1),
                 ("truncated", 1)),
+    "seed": (("garbled_name", 3), ("value_unclosed", 2), ("stray_attr", 2), ("missing_close", 1),
+             ("python_literal", 1)),
+    "minimax": (("garbled_name", 3), ("value_unclosed", 2), ("missing_wrapper", 2), ("unquoted_name", 1),
+                ("missing_close", 1)),
+    "gemma4": (("garbled_name", 2), ("undelimited", 2), ("json_string", 2), ("missing_brace", 2),
+               ("missing_head", 1)),
 }
 
 
@@ -97,6 +107,41 @@ def prompt(family: str, question: str) -> str:
                 "tools\n- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters "
                 "Schema\n- For multiple tool calls, chain them directly without separators or spaces\n"
                 "<｜User｜>" + question + "<｜Assistant｜></think>")
+    if family == "seed":
+        defs = []
+        for f in fns:
+            props, req = f["parameters"]["properties"], f["parameters"].get("required", [])
+            py = {"string": "str", "integer": "int", "boolean": "bool"}
+            sig = ", ".join(f"{k}: {py[p['type']]}" for k, p in props.items())
+            args = "".join(f"\n    - {k} ({py[p['type']]}) {'[必填]' if k in req else '[选填]'}: {p['description']}"
+                           for k, p in props.items())
+            defs.append(f'\n\nFunction:\ndef {f["name"]}({sig}):\n    """\n    {f["description"]}\n\n    Args:{args}'
+                        '\n\n    """')
+        return ("<seed:bos>system\nYou are Doubao, a helpful AI assistant. You may call one or more functions to assist "
+                "with the user query." + "".join(defs) + "\n\n工具调用请遵循如下格式:\n<seed:tool_call>\n"
+                "<function=example_function_name>\n<parameter=example_parameter_1>value_1</parameter>\n"
+                "<parameter=example_parameter_2>This is the value for the second parameter\nthat can span\n"
+                "multiple lines</parameter>\n</function>\n</seed:tool_call>\n<seed:eos><seed:bos>user\n" + question +
+                "<seed:eos><seed:bos>assistant\n")
+    if family == "minimax":
+        tools = "".join(f"<tool>{json.dumps(f, ensure_ascii=False)}</tool>\n" for f in fns)
+        return ("]~!b[]~b]system\nYou are a helpful assistant.\n\n# Tools\nYou may call one or more tools to assist "
+                "with the user query.\nHere are the tools available in JSONSchema format:\n\n<tools>\n" + tools +
+                "</tools>\n\nWhen making tool calls, use XML format to invoke tools and pass parameters:\n\n"
+                "<minimax:tool_call>\n<invoke name=\"tool-name-1\">\n<parameter name=\"param-key-1\">param-value-1"
+                "</parameter>\n<parameter name=\"param-key-2\">param-value-2</parameter>\n...\n</invoke>\n"
+                "</minimax:tool_call>[e~[\n]~b]user\n" + question + "[e~[\n]~b]ai\n<think>\n")
+    if family == "gemma4":
+        decls = []
+        for f in fns:
+            props, req = f["parameters"]["properties"], f["parameters"].get("required", [])
+            body = ",".join(f"{k}:{{description:{Q}{p['description']}{Q},type:{Q}{p['type'].upper()}{Q}}}"
+                            for k, p in sorted(props.items()))
+            reqs = ",".join(f"{Q}{r}{Q}" for r in req)
+            decls.append(f"<|tool>declaration:{f['name']}{{description:{Q}{f['description']}{Q},parameters:{{"
+                         f"properties:{{{body}}},required:[{reqs}],type:{Q}OBJECT{Q}}}}}<tool|>")
+        return ("<bos><|turn>system\n" + "".join(decls) + "<turn|>\n<|turn>user\n" + question +
+                "<turn|>\n<|turn>model\n")
     ts = []
     for f in fns:
         props = f["parameters"]["properties"]
@@ -151,6 +196,36 @@ def call_text(family: str, name: str, args: dict[str, Any], idx: int, defect: st
             body = f"{name}<｜tool▁sep｜>{js}"
         end = "" if defect == "unclosed_call" else "<｜tool▁call▁end｜>"
         return f"{begin}<｜tool▁call▁begin｜>{body}{end}<｜tool▁calls▁end｜>"
+    if family == "seed":
+        ps = []
+        for i, (k, v) in enumerate(args.items()):
+            v = str(v)
+            if defect == "python_literal" and i == 0:
+                k, v = "metric", "True"  # the template's Python str() of a boolean, as the history showed it
+            close = "" if defect == "value_unclosed" and i == 0 and len(args) > 1 else "</parameter>"
+            ps.append(f"<parameter={k}>{v}{close}\n")
+        fn = f'<function={name} v2="">' if defect == "stray_attr" else f"<function={name}>"
+        end = "" if defect == "missing_close" else "\n</seed:tool_call>"
+        return f"<seed:tool_call>\n{fn}\n{''.join(ps)}</function>{end}"
+    if family == "minimax":
+        ps = []
+        for i, (k, v) in enumerate(args.items()):
+            v = v if isinstance(v, str) else json.dumps(v)
+            close = "" if defect == "value_unclosed" and i == 0 and len(args) > 1 else "</parameter>"
+            ps.append(f'<parameter name="{k}">{v}{close}\n')
+        inv = f"<invoke name={name}>" if defect == "unquoted_name" else f'<invoke name="{name}">'
+        body = f"{inv}\n{''.join(ps)}</invoke>\n"
+        if defect == "missing_wrapper":
+            return body
+        return "<minimax:tool_call>\n" + body + ("" if defect == "missing_close" else "</minimax:tool_call>")
+    if family == "gemma4":
+        def val(v: Any) -> str:
+            if isinstance(v, str):
+                return v if defect == "undelimited" else (json.dumps(v) if defect == "json_string" else Q + v + Q)
+            return json.dumps(v)
+        body = ",".join(f"{k}:{val(v)}" for k, v in sorted(args.items()))
+        head = "" if defect == "missing_head" else "call:"
+        return f"<|tool_call>{head}{name}{{{body}{'' if defect == 'missing_brace' else '}'}<tool_call|>"
     # gpt-oss, as a skip_special_tokens=True dump shows it
     chan = "analysis" if defect == "analysis_channel" else "commentary"
     if defect == "double_encoded":
@@ -169,6 +244,12 @@ def tool_block(family: str, name: str, idx: int, result: str) -> str:
                 "<|im_assistant|>assistant<|im_middle|>")
     if family == "deepseek_v31":
         return f"<｜tool▁output▁begin｜>{result}<｜tool▁output▁end｜>"
+    if family == "seed":
+        return f"<seed:eos><seed:bos>tool\n{result}<seed:eos><seed:bos>assistant\n"
+    if family == "minimax":
+        return f"[e~[\n]~b]tool\n<response>{result}</response>[e~[\n]~b]ai\n<think>\n"
+    if family == "gemma4":
+        return f"<|tool_response>response:{name}{{value:{Q}{result}{Q}}}<tool_response|>"
     return f"functions.{name} to=assistantcommentary{json.dumps(result)}assistant"
 
 
@@ -179,6 +260,12 @@ def think(family: str, text: str) -> str:
         return f"<think>{text}</think>"
     if family == "deepseek_v31":
         return ""  # tool calls run in non-thinking mode
+    if family == "seed":
+        return f"<seed:think>{text}</seed:think>\n"
+    if family == "minimax":
+        return f"{text}\n</think>\n\n"  # (the generation prompt and every tool block open `<think>\n`)
+    if family == "gemma4":
+        return f"<|channel>thought\n{text}<channel|>"
     return f"analysis{text}assistant"
 
 
@@ -187,6 +274,12 @@ def final(family: str, text: str) -> str:
         return f"final{text}"
     if family == "kimi_k2":
         return text + "<|im_end|>"
+    if family == "seed":
+        return text + "<seed:eos>"
+    if family == "minimax":
+        return text + "[e~["
+    if family == "gemma4":
+        return text + "<turn|>"
     return text
 
 
@@ -205,7 +298,9 @@ def _pick(rng: random.Random, family: str) -> str:
 #: defects after which the family's parser produces no call, so the episode ends
 _ENDS = {"value_unclosed": False, "missing_close": True, "json_inside": True, "layout": False, "garbled_name": False,
          "invalid_json": False, "openai_id": True, "missing_separator": True, "truncated": True, "v3_layout": True,
-         "lookalike": True, "unclosed_call": True, "analysis_channel": True, "double_encoded": False}
+         "lookalike": True, "unclosed_call": True, "analysis_channel": True, "double_encoded": False,
+         "stray_attr": False, "python_literal": False, "missing_wrapper": True, "unquoted_name": True,
+         "undelimited": False, "json_string": False, "missing_brace": True, "missing_head": True}
 
 
 def trajectory(rng: random.Random, family: str, step: int) -> tuple[dict[str, Any], list[str]]:
@@ -260,7 +355,7 @@ def generated_files() -> Iterator[tuple[str, str]]:
     for family in FAMILIES:
         for step in range(1, STEPS + 1):
             body = "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec, _ in iter_step(family, step))
-            yield f"{family}_run/rollout/{step}.jsonl", body
+            yield f"{RUN_DIRS[family]}/rollout/{step}.jsonl", body
 
 
 def write_all(root: Path = HERE) -> list[Path]:

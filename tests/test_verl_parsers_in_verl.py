@@ -38,7 +38,7 @@ def _run_texts(fmt: str) -> list[str]:
 
     out: list[str] = []
     for step in (1, gen.STEPS):
-        for rec, _ in gen.iter_step(fmt, step, kept=True):
+        for rec, _ in gen.iter_step(fmt, step):
             out += [t.text for t in split_turns(rec["output"]) if t.role == "assistant"]
     return out
 
@@ -54,6 +54,7 @@ def texts_and_verl() -> tuple[dict[str, list[str]], dict]:
     return texts, json.loads(res.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", sorted(FAMILIES))
 def test_reading_matches_verl(fmt: str, texts_and_verl: tuple[dict[str, list[str]], dict]) -> None:
     texts, verl = texts_and_verl
@@ -67,6 +68,7 @@ def test_reading_matches_verl(fmt: str, texts_and_verl: tuple[dict[str, list[str
     assert n_calls > len(texts[fmt]) // 2  # (the texts hold calls: the comparison is not over empty readings)
 
 
+@pytest.mark.slow
 def test_broken_kinds_verl_outcomes(texts_and_verl: tuple[dict[str, list[str]], dict]) -> None:
     """What verl does with each broken kind (the docs' table in reading-calls.md): the measured outcomes."""
     _, verl = texts_and_verl

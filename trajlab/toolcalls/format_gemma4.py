@@ -141,6 +141,32 @@ class _Values:
         return raw, e
 
 
+_DECLARATION = re.compile(r"declaration:([\w.\-]{1,128})(?=\{)")
+
+
+def _lower_types(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: (x.lower() if k == "type" and isinstance(x, str) else _lower_types(x)) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_lower_types(x) for x in v]
+    return v
+
+
+def read_declarations(text: str) -> list[dict[str, Any]]:
+    """The tool schemas of a Gemma 4 system turn: each ``declaration:NAME{...}`` read with the template's value
+    syntax (delimiters kept or stripped), types lower-cased; a declaration that does not parse is skipped."""
+    stripped = QUOTE not in text
+    out = []
+    for m in _DECLARATION.finditer(text):
+        try:
+            obj, _ = _Values(text, len(text), stripped).obj(m.end())
+        except (_Bad, RecursionError):
+            continue
+        params = _lower_types(obj.get("parameters") or {"type": "object", "properties": {}})
+        out.append({"name": m.group(1), "description": str(obj.get("description", "")), "parameters": params})
+    return out
+
+
 def _render_value(v: Any, top: bool = False) -> str:
     if isinstance(v, str):
         return QUOTE + v + QUOTE

@@ -1,4 +1,4 @@
-"""What verl's tool parser executes for a turn: its reading, reproduced, and how it compares with the intended one.
+r"""What verl's tool parser executes for a turn: its reading, reproduced, and how it compares with the intended one.
 
 trajlab's scanners read the call the model *meant* (``ParsedCall.arguments``): tag text inside a value is
 kept as text when the closing structure says it is text. verl's agent loop reads the same text with plain
