@@ -167,6 +167,25 @@ def read_declarations(text: str) -> list[dict[str, Any]]:
     return out
 
 
+def _render_schema(v: Any) -> str:
+    """A schema value in the declaration syntax: keys sorted, strings delimited, ``type`` upper-cased."""
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:" + (_render_value(x.upper()) if k == "type" and isinstance(x, str)
+                                         else _render_schema(x)) for k, x in sorted(v.items())) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(_render_schema(x) for x in v) + "]"
+    return _render_value(v)
+
+
+def render_declaration(tool: dict[str, Any]) -> str:
+    """One tool as the Gemma 4 template declares it (``<|tool>declaration:NAME{...}<tool|>``); read back by
+    :func:`read_declarations`."""
+    body = f"description:{_render_value(str(tool.get('description') or ''))}"
+    if tool.get("parameters"):
+        body += f",parameters:{_render_schema(tool['parameters'])}"
+    return f"<|tool>declaration:{tool['name']}{{{body}}}<tool|>"
+
+
 def _render_value(v: Any, top: bool = False) -> str:
     if isinstance(v, str):
         return QUOTE + v + QUOTE

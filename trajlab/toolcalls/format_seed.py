@@ -16,6 +16,7 @@ when the trajectory is Seed's (detected from the prompt's ``Function:\\ndef NAME
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -31,9 +32,10 @@ _PY_LITERAL = re.compile(r"True|False|None|[\[{].*'.*[\]}]", re.DOTALL)
 _GLM_RULE = GlmFormat("seed", "\n", "")
 
 
-def _py_str(v: Any) -> str:
-    """A value as the Seed template writes it: strings raw, anything else Python's ``str``."""
-    return v if isinstance(v, str) else str(v)
+def _value_text(v: Any) -> str:
+    """A value as a repair or a training target writes it: strings raw, anything else JSON -- what verl's
+    ``json.loads`` reads back as meant (the template's Python ``str`` would give ``True``, read as a string)."""
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
 
 class SeedFormat(ToolFormat):
@@ -47,7 +49,7 @@ class SeedFormat(ToolFormat):
         return scan(GRAMMAR, text, lo, hi, rs, excluded)
 
     def render(self, name: str, arguments: dict[str, Any]) -> str:
-        return render(GRAMMAR, [(name, [(str(k), _py_str(v)) for k, v in arguments.items()])])
+        return render(GRAMMAR, [(name, [(str(k), _value_text(v)) for k, v in arguments.items()])])
 
     def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
         return render(GRAMMAR, [(name, params)])
