@@ -295,6 +295,10 @@ def _pick(rng: random.Random, family: str) -> str:
     return table[-1][0]
 
 
+#: the end-of-turn token a family's model generates after its calls (kept in these runs' decode)
+END_OF_TURN = {"seed": "<seed:eos>", "minimax": "[e~["}
+
+
 #: defects after which the family's parser produces no call, so the episode ends
 _ENDS = {"value_unclosed": False, "missing_close": True, "json_inside": True, "layout": False, "garbled_name": False,
          "invalid_json": False, "openai_id": True, "missing_separator": True, "truncated": True, "v3_layout": True,
@@ -321,6 +325,7 @@ def trajectory(rng: random.Random, family: str, step: int) -> tuple[dict[str, An
         out.append(call_text(family, name, args, i, defect, rng))
         if defect and _ENDS[defect]:
             ended = True
+            out.append(END_OF_TURN.get(family, ""))  # (the end-of-turn token the model generates after its calls)
             break
         result = (json.dumps({"city": city, "forecast": rng.choice(WEATHER), "high_c": rng.randint(-5, 30)})
                   if name == "get_weather" else f"No warnings for {city}.")

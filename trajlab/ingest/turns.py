@@ -21,9 +21,13 @@ recognised with and without its special tokens kept by the decode:
 * DeepSeek-V3.1: ``<｜tool▁output▁begin｜>...<｜tool▁output▁end｜>`` (ordinary tokens), no assistant header after it;
 * gpt-oss (harmony): ``<|start|>functions.NAME to=assistant<|channel|>commentary<|message|>...<|end|>`` then
   ``<|start|>assistant``; stripped: ``functions.NAME to=assistantcommentary...assistant`` before the next channel;
-* Seed-OSS: ``<seed:eos><seed:bos>tool\n...<seed:eos>`` then ``<seed:bos>assistant\n`` (markers kept);
-* MiniMax-M2: ``[e~[\n]~b]tool\n<response>...</response>[e~[\n`` then ``]~b]ai\n<think>\n`` (markers kept);
-* Gemma 4: ``<|tool_response>response:NAME{...}<tool_response|>`` inside the model turn (markers kept);
+* Seed-OSS: ``<seed:bos>tool\n...<seed:eos>`` then ``<seed:bos>assistant\n`` (the ``<seed:eos>`` the model generates
+  after its calls stays in its turn, as MiniMax's ``[e~[``); stripped:
+  ``</function>\ntool\n...assistant\n``;
+* MiniMax-M2: ``\n]~b]tool\n<response>...</response>[e~[\n`` then ``]~b]ai\n<think>\n``; stripped:
+  ``\ntool\n<response>...</response>\nai\n<think>\n``;
+* Gemma 4: ``<|tool_response>response:NAME{...}<tool_response|>`` inside the model turn (a stripped dump keeps the
+  whole output as one turn);
 * ReAct agents: the environment's ``Observation: ...`` as a user message (``user\nObservation: ...`` up to the
   next ``assistant`` header), or appended inline after the Action Input up to the model's next step (a line
   starting ``Thought:``, ``Action:`` or ``Final Answer:``). An ``Observation:`` with no model step after it is
@@ -96,10 +100,13 @@ FAMILY_WRAPPERS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("gpt_oss", " to=assistant", re.compile(
         r"functions\.\S+? to=assistant(?:commentary)?.*?(?:assistant(?=analysis|commentary|final)|\Z)", re.DOTALL)),
     ("seed", "<seed:bos>tool\n", re.compile(
-        r"(?:<seed:eos>)?(?:<seed:bos>tool\n.*?(?:<seed:eos>|\Z))+(?:<seed:bos>assistant\n)?", re.DOTALL)),
+        r"(?:<seed:bos>tool\n.*?(?:<seed:eos>|\Z))+(?:<seed:bos>assistant\n)?", re.DOTALL)),
     ("minimax", "]~b]tool", re.compile(
-        r"(?:\[e~\[\n?)?\]~b\]tool(?:\n<response>.*?(?:</response>|\Z))+(?:\[e~\[\n?)?(?:\]~b\]ai\n(?:<think>\n)?)?",
+        r"\n?\]~b\]tool(?:\n<response>.*?(?:</response>|\Z))+(?:\[e~\[\n?)?(?:\]~b\]ai\n(?:<think>\n)?)?",
         re.DOTALL)),
+    ("seed", "</function>\ntool\n", re.compile(r"(?<=</function>\n)tool\n.*?(?:assistant\n|\Z)", re.DOTALL)),
+    ("minimax", "tool\n<response>", re.compile(
+        r"\n?tool(?:\n<response>.*?(?:</response>|\Z))+\n?(?:ai\n(?:<think>\n)?)?", re.DOTALL)),
     ("gemma4", "<|tool_response>", re.compile(r"(?:<\|tool_response>.*?(?:<tool_response\|>|\Z))+", re.DOTALL)),
     ("glm", "<tool_response>", re.compile(
         r"(?:<\|observation\|>)?(?:[ \t\r\n]*<tool_response>.*?(?:</tool_response>|\Z))+(?:<\|assistant\|>)?",

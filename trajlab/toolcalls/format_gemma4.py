@@ -12,7 +12,8 @@ head without ``call:``, a half-written or look-alike marker, a doubled opener.
 
 ``<|tool_call>``, ``<tool_call|>`` and ``<|"|>`` are special tokens of the Gemma 4 tokenizer: a
 ``skip_special_tokens=True`` dump shows ``call:NAME{k:v,n:3}``, strings without their delimiters. That stripped
-form is read too (a segment with no Gemma marker at all), with the string rule relaxed: a bare value is a string
+form is read too (a turn with no Gemma marker at all: :func:`~trajlab.toolcalls.verl_parser.markers_kept`), with
+the string rule relaxed: a bare value is a string
 there, and only its boundaries (a ``,`` or ``}`` inside it) are uncertain.
 """
 
@@ -25,12 +26,13 @@ from typing import Any
 from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, Issue, ParamDraft, Ranges
 from trajlab.toolcalls.format_base import ToolFormat
 from trajlab.toolcalls.ruleset import RuleSet
+from trajlab.toolcalls.verl_parser import markers_kept
 
 OPEN, CLOSE, QUOTE = "<|tool_call>", "<tool_call|>", '<|"|>'
 #: an opener as written, canonical or half-written / look-alike (`<|tool_call|>`, `<|tool_call`, `<tool_call>`)
 _OPEN_RE = re.compile(r"<\|tool_call\|?>|<\|tool_call(?![>|])|<tool_call>(?=call:)")
 _HEAD_RE = re.compile(r"[ \t]*(call:)?([^\s{}<>:,]{0,128})[ \t]*(?=\{)")
-_STRIPPED_RE = re.compile(r"(?<![\w.:])call:([\w.\-]{1,128})(?=\{)")
+_STRIPPED_RE = re.compile(r"(?<![\w:])call:([\w.\-]{1,128})(?=\{)")
 _NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _KEY = re.compile(r"[ \t\n]*([\w.\-]+|<\|\"\|>[^<]{0,128}<\|\"\|>)[ \t]*:")
 _CLOSE_VARIANTS = ("<tool_call|>", "<|tool_call|>", "</tool_call>")
@@ -211,8 +213,7 @@ class Gemma4Format(ToolFormat):
         if text.find("call:", lo, hi) < 0 and text.find("tool_call", lo, hi) < 0:
             return [], []
         occ = Ranges(excluded) if excluded else None
-        kept = text.find("<|tool_call", lo, hi) >= 0 or text.find(CLOSE, lo, hi) >= 0 or \
-            text.find(QUOTE, lo, hi) >= 0
+        kept = markers_kept(self.name, text) or text.find("<|tool_call", lo, hi) >= 0
         calls: list[CallDraft] = []
         issues: list[Issue] = []
         opens = [m for m in _OPEN_RE.finditer(text, lo, hi) if occ is None or occ.covering(m.start()) < 0]

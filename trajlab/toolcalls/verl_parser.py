@@ -81,8 +81,27 @@ class VerlCall:
     end: int
 
 
+#: the special-token markers of a family whose verl parser reads markup made of special tokens: a turn that shows
+#: none of them was decoded with ``skip_special_tokens=True`` (a plain verl dump), so verl read token ids this text
+#: no longer shows, and its reading is not reproduced (None). (Seed and MiniMax generate their end-of-turn token
+#: after every call, Gemma its `<tool_call|>` stop token: a kept turn shows one.)
+KEPT_MARKERS: dict[str, tuple[str, ...]] = {
+    "seed": ("<seed:", "</seed:"),
+    "minimax": ("<minimax:", "</minimax:", "[e~[", "]~b]"),
+    "gemma4": ("<|tool_call>", "<tool_call|>", '<|"|>', "<|channel>", "<channel|>", "<turn|>", "<|turn>"),
+}
+
+
+def markers_kept(fmt: str, text: str) -> bool:
+    """Whether ``text`` (one turn) was decoded with the special tokens of ``fmt``'s family kept."""
+    return any(m in text for m in KEPT_MARKERS.get(fmt, ()))
+
+
 def verl_calls(text: str, fmt: str, index: ToolIndex | None) -> list[VerlCall] | None:
-    """The calls verl's parser for ``fmt`` executes for ``text`` (one generation); None: a format not modelled."""
+    """The calls verl's parser for ``fmt`` executes for ``text`` (one generation); None: a format not modelled, or
+    a turn whose special tokens the decode dropped (:func:`markers_kept`)."""
+    if fmt in KEPT_MARKERS and not markers_kept(fmt, text):
+        return None
     if fmt == "qwen3_coder":
         return _qwen3_coder(text, index)
     if fmt == "hermes":

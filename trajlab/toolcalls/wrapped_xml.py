@@ -14,9 +14,10 @@ each, where one is unambiguous. Values are the raw text between the tags; like v
 value is ``json.loads`` of the stripped text, else the stripped text (:func:`convert`).
 
 The wrapper tags are special tokens of both tokenizers (verl-reward.md): a dump decoded with
-``skip_special_tokens=True`` keeps the invokes but not the wrapper. A segment with no wrapper tag at all is read
-as such a stripped decode (its invokes need no wrapper); where the text keeps other wrappers, an invoke outside
-one is ``missing_call_open``.
+``skip_special_tokens=True`` keeps the invokes but not the wrapper. A turn that shows none of the family's special
+tokens (:func:`~trajlab.toolcalls.verl_parser.markers_kept`: a kept turn ends with the end-of-turn token the model
+generates after its calls) is read as such a stripped decode (its invokes need no wrapper); in a kept turn, an
+invoke outside a wrapper is ``missing_call_open``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Edit, Issue, ParamDraft, Ranges
 from trajlab.toolcalls.ruleset import RuleSet
+from trajlab.toolcalls.verl_parser import markers_kept
 
 W_OPEN, W_CLOSE, F_OPEN, F_CLOSE, P_OPEN, P_CLOSE = range(6)
 _CLOSE_TAIL = re.compile(r"\d{1,3}|/|_?end|_?close")
@@ -142,10 +144,6 @@ def convert(raw: str) -> Any:
         return v
 
 
-def has_wrapper(g: XmlGrammar, text: str, lo: int, hi: int) -> bool:
-    return text.find(g.wrapper, lo, hi) >= 0
-
-
 class _Walk:
     def __init__(self, g: XmlGrammar, text: str, lo: int, hi: int, toks: list[Tok], stripped: bool) -> None:
         self.g, self.text, self.lo, self.hi, self.toks, self.stripped = g, text, lo, hi, toks, stripped
@@ -235,7 +233,6 @@ class _Walk:
     # -- the walk ---------------------------------------------------------------------------------------------
 
     def run(self) -> tuple[list[CallDraft], list[Issue]]:
-        g, text = self.g, self.text
         for t in self.toks:
             k = t.kind
             if k == W_OPEN:
@@ -273,7 +270,6 @@ class _Walk:
             self.prev = t
         self._at_end()
         self.calls.sort(key=lambda x: x.start)
-        del text
         return self.calls, self.turn_issues
 
     def _orphan(self, t: Tok) -> None:
@@ -346,7 +342,7 @@ class _Walk:
         self.wrap = None
 
     def _f_open(self, t: Tok) -> None:
-        g, text = self.g, self.text
+        g = self.g
         if self.p is not None:
             self._close_param(t.start, "before_next")
         if self.d is not None:
@@ -373,7 +369,6 @@ class _Walk:
         self._tag_issue(d, t)
         self.d, self.d_closed = d, False
         self.calls.append(d)
-        del text
 
     def _at_end(self) -> None:
         g, text, hi = self.g, self.text, self.hi
@@ -421,7 +416,7 @@ def scan(g: XmlGrammar, text: str, lo: int, hi: int, rs: RuleSet,
     toks = lex(g, text, lo, hi, excluded)
     if not toks:
         return [], []
-    return _Walk(g, text, lo, hi, toks, stripped=not has_wrapper(g, text, lo, hi)).run()
+    return _Walk(g, text, lo, hi, toks, stripped=not markers_kept(g.fmt, text)).run()
 
 
 def render(g: XmlGrammar, calls: list[tuple[str, list[tuple[str, str]]]]) -> str:
