@@ -12,18 +12,13 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.verl3_texts import VERL3_SPECIALS
 
 import trajlab
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
-#: the markers each family's tokenizer marks special (call-formats.md §6, verl-reward.md; Gemma 4 tokenizer.json)
-SPECIALS = {
-    "seed": ("seed_oss_run", ["<seed:bos>", "<seed:eos>", "<seed:think>", "</seed:think>", "<seed:tool_call>",
-                              "</seed:tool_call>"]),
-    "minimax": ("minimax_m2_run", ["]~!b[", "]~b]", "[e~[", "<minimax:tool_call>", "</minimax:tool_call>"]),
-    "gemma4": ("gemma4_run", ["<bos>", "<|turn>", "<turn|>", "<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>",
-                              "<|tool_response>", "<tool_response|>", '<|"|>', "<|channel>", "<channel|>"]),
-}
+SPECIALS = {"seed": ("seed_oss_run", VERL3_SPECIALS["seed"]), "minimax": ("minimax_m2_run", VERL3_SPECIALS["minimax"]),
+            "gemma4": ("gemma4_run", VERL3_SPECIALS["gemma4"])}
 
 
 def _tokenizer(specials: list[str]):

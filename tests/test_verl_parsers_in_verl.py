@@ -1,7 +1,9 @@
 """trajlab's reproduction of verl's reading (trajlab/toolcalls/verl_parser.py) against verl 0.9.1's own parsers,
 run in the verl venv (tests/helpers/verl_tool_parser.py): ``seed``, ``minimax`` and ``gemma4`` on every sample
 text of the family, good and broken (tests/helpers/verl3_texts.py), and on every assistant turn of the family's
-sample run, with the markers as verl's parser decodes them (special tokens kept)."""
+sample run. Each text is encoded with a real BPE tokenizer (Qwen3's) with the family's markers added as special
+tokens (tests/test_verl3_stripped_dumps.py lists them), and verl's parser decodes the ids as its agent loop does
+(special tokens kept)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.verl3_texts import FAMILIES
+from helpers.verl3_texts import FAMILIES, VERL3_SPECIALS
 
 from trajlab.ingest.turns import split_turns
 from trajlab.toolcalls.verl_parser import verl_calls
@@ -28,7 +30,8 @@ def _verl_python() -> str | None:
     py = venv / "bin" / "python"
     if not py.is_file():
         return None
-    probe = subprocess.run([str(py), "-c", "import verl, regex, pydantic"], capture_output=True)
+    probe = subprocess.run([str(py), "-c", "import verl, regex, pydantic, tokenizers, transformers"],
+                           capture_output=True)
     return str(py) if probe.returncode == 0 else None
 
 
@@ -44,14 +47,27 @@ def _run_texts(fmt: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def texts_and_verl() -> tuple[dict[str, list[str]], dict]:
+def texts_and_verl(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str]], dict]:
     py = _verl_python()
     if py is None:
         pytest.skip("the verl 0.9.1 venv could not be built (run ../shared/tools/verl-sft-check/verl_sft_setup.sh)")
+    from trajlab.rescore.qwen_tokenizers import qwen3_tokenizer_dir
+
+    d = tmp_path_factory.mktemp("verl_parsers")
     texts = {fmt: [t for _, t, _ in rows] + _run_texts(fmt) for fmt, rows in FAMILIES.items()}
-    res = subprocess.run([py, str(HELPER)], input=json.dumps(texts), capture_output=True, text=True, timeout=120)
+    tok_json = str(Path(qwen3_tokenizer_dir()) / "tokenizer.json")
+    fmts = sorted(texts)
+    specs = [{"parser": fmt, "tokenizer_json": tok_json, "special_tokens": VERL3_SPECIALS[fmt], "texts": texts[fmt]}
+             for fmt in fmts]
+    (d / "spec.json").write_text(json.dumps(specs, ensure_ascii=False), encoding="utf-8")
+    res = subprocess.run([py, str(HELPER), str(d / "spec.json"), str(d / "out.json")], capture_output=True, text=True,
+                         timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
-    return texts, json.loads(res.stdout)
+    out: dict = {}
+    for fmt, rows in zip(fmts, json.loads((d / "out.json").read_text(encoding="utf-8"))["results"], strict=True):
+        assert [r["decoded"] for r in rows] == texts[fmt]  # the ids carry the exact text
+        out[fmt] = [{"calls": [[n, json.loads(a)] for n, a in r["calls"]], "content": r["content"]} for r in rows]
+    return texts, out
 
 
 @pytest.mark.slow

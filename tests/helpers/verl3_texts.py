@@ -88,4 +88,13 @@ GEMMA4: list[tuple[str, str, str | None]] = [
     ("unclosed_string", f"<|tool_call>call:get_weather{{city:{Q}Oslo,days:3}}<tool_call|>", "unclosed_tag"),
 ]
 
+#: the markers each family's tokenizer marks special (call-formats.md §6, verl-reward.md; Gemma 4's tokenizer.json
+#: added tokens), added to a real BPE tokenizer by the tests that encode these families' texts
+VERL3_SPECIALS: dict[str, list[str]] = {
+    "seed": ["<seed:bos>", "<seed:eos>", "<seed:think>", "</seed:think>", "<seed:tool_call>", "</seed:tool_call>"],
+    "minimax": ["]~!b[", "]~b]", "[e~[", "<minimax:tool_call>", "</minimax:tool_call>"],
+    "gemma4": ["<bos>", "<|turn>", "<turn|>", "<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>",
+               "<tool_response|>", '<|"|>', "<|channel>", "<channel|>"],
+}
+
 FAMILIES: dict[str, list[tuple[str, str, str | None]]] = {"seed": SEED, "minimax": MINIMAX, "gemma4": GEMMA4}
