@@ -60,7 +60,8 @@ class _Values:
     def obj(self, i: int, top: list[tuple[str, int, int, Any, int, int]] | None = None) -> tuple[dict[str, Any], int]:
         """Read ``{...}`` at ``i``; returns the object and the position after ``}``. ``top`` collects the
         top-level entries (key, key start, key end, value, value start, value end)."""
-        t, out = self.text, {}
+        t = self.text
+        out: dict[str, Any] = {}
         i += 1
         j = self.ws(i)
         if j < self.hi and t[j] == "}":
