@@ -37,10 +37,16 @@ BASE_RATE = 0.02
 FINAL_RATE = 0.5
 PROMPTS_PER_STEP = 2
 ROLLOUTS = 4
-FAMILIES = ("glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "deepseek_v32", "deepseek_v4", "llama3_json")
+FAMILIES = ("glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "deepseek_v32", "deepseek_v4", "llama3_json", "seed",
+            "minimax", "gemma4")
+#: the run directory of each family
+RUN_DIRS = {"glm45": "glm45_run", "kimi_k2": "kimi_k2_run", "deepseek_v31": "deepseek_v31_run", "gpt_oss": "gpt_oss_run",
+            "deepseek_v32": "deepseek_v32_run", "deepseek_v4": "deepseek_v4_run", "llama3_json": "llama3_json_run",
+            "seed": "seed_oss_run", "minimax": "minimax_m2_run", "gemma4": "gemma4_run"}
 DSML = "｜DSML｜"
 #: the DSML block name per version
 DSML_BLOCK = {"deepseek_v32": "function_calls", "deepseek_v4": "tool_calls"}
+Q = '<|"|>'
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "get_weather", "description": "Current weather and forecast for a city.",
@@ -73,6 +79,12 @@ DEFECTS: dict[str, tuple[tuple[str, float], ...]] = {
                     ("not_json", 1)),
     "llama3_json": (("garbled_name", 2), ("invalid_json", 3), ("truncated", 1), ("arguments_string", 1),
                     ("undeclared_name", 1)),
+    "seed": (("garbled_name", 3), ("value_unclosed", 2), ("stray_attr", 2), ("missing_close", 1),
+             ("python_literal", 1)),
+    "minimax": (("garbled_name", 3), ("value_unclosed", 2), ("missing_wrapper", 2), ("unquoted_name", 1),
+                ("missing_close", 1)),
+    "gemma4": (("garbled_name", 2), ("undelimited", 2), ("json_string", 2), ("missing_brace", 2),
+               ("missing_head", 1)),
 }
 
 
@@ -129,6 +141,41 @@ def prompt(family: str, question: str) -> str:
                 "tools\n- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters "
                 "Schema\n- For multiple tool calls, chain them directly without separators or spaces\n"
                 "<｜User｜>" + question + "<｜Assistant｜></think>")
+    if family == "seed":
+        defs = []
+        for f in fns:
+            props, req = f["parameters"]["properties"], f["parameters"].get("required", [])
+            py = {"string": "str", "integer": "int", "boolean": "bool"}
+            sig = ", ".join(f"{k}: {py[p['type']]}" for k, p in props.items())
+            args = "".join(f"\n    - {k} ({py[p['type']]}) {'[必填]' if k in req else '[选填]'}: {p['description']}"
+                           for k, p in props.items())
+            defs.append(f'\n\nFunction:\ndef {f["name"]}({sig}):\n    """\n    {f["description"]}\n\n    Args:{args}'
+                        '\n\n    """')
+        return ("<seed:bos>system\nYou are Doubao, a helpful AI assistant. You may call one or more functions to assist "
+                "with the user query." + "".join(defs) + "\n\n工具调用请遵循如下格式:\n<seed:tool_call>\n"
+                "<function=example_function_name>\n<parameter=example_parameter_1>value_1</parameter>\n"
+                "<parameter=example_parameter_2>This is the value for the second parameter\nthat can span\n"
+                "multiple lines</parameter>\n</function>\n</seed:tool_call>\n<seed:eos><seed:bos>user\n" + question +
+                "<seed:eos><seed:bos>assistant\n")
+    if family == "minimax":
+        tools = "".join(f"<tool>{json.dumps(f, ensure_ascii=False)}</tool>\n" for f in fns)
+        return ("]~!b[]~b]system\nYou are a helpful assistant.\n\n# Tools\nYou may call one or more tools to assist "
+                "with the user query.\nHere are the tools available in JSONSchema format:\n\n<tools>\n" + tools +
+                "</tools>\n\nWhen making tool calls, use XML format to invoke tools and pass parameters:\n\n"
+                "<minimax:tool_call>\n<invoke name=\"tool-name-1\">\n<parameter name=\"param-key-1\">param-value-1"
+                "</parameter>\n<parameter name=\"param-key-2\">param-value-2</parameter>\n...\n</invoke>\n"
+                "</minimax:tool_call>[e~[\n]~b]user\n" + question + "[e~[\n]~b]ai\n<think>\n")
+    if family == "gemma4":
+        decls = []
+        for f in fns:
+            props, req = f["parameters"]["properties"], f["parameters"].get("required", [])
+            body = ",".join(f"{k}:{{description:{Q}{p['description']}{Q},type:{Q}{p['type'].upper()}{Q}}}"
+                            for k, p in sorted(props.items()))
+            reqs = ",".join(f"{Q}{r}{Q}" for r in req)
+            decls.append(f"<|tool>declaration:{f['name']}{{description:{Q}{f['description']}{Q},parameters:{{"
+                         f"properties:{{{body}}},required:[{reqs}],type:{Q}OBJECT{Q}}}}}<tool|>")
+        return ("<bos><|turn>system\n" + "".join(decls) + "<turn|>\n<|turn>user\n" + question +
+                "<turn|>\n<|turn>model\n")
     ts = []
     for f in fns:
         props = f["parameters"]["properties"]
@@ -193,6 +240,36 @@ def call_text(family: str, name: str, args: dict[str, Any], idx: int, defect: st
             body = f"{name}<｜tool▁sep｜>{js}"
         end = "" if defect == "unclosed_call" else "<｜tool▁call▁end｜>"
         return f"{begin}<｜tool▁call▁begin｜>{body}{end}<｜tool▁calls▁end｜>"
+    if family == "seed":
+        ps = []
+        for i, (k, v) in enumerate(args.items()):
+            v = str(v)
+            if defect == "python_literal" and i == 0:
+                k, v = "metric", "True"  # the template's Python str() of a boolean, as the history showed it
+            close = "" if defect == "value_unclosed" and i == 0 and len(args) > 1 else "</parameter>"
+            ps.append(f"<parameter={k}>{v}{close}\n")
+        fn = f'<function={name} v2="">' if defect == "stray_attr" else f"<function={name}>"
+        end = "" if defect == "missing_close" else "\n</seed:tool_call>"
+        return f"<seed:tool_call>\n{fn}\n{''.join(ps)}</function>{end}"
+    if family == "minimax":
+        ps = []
+        for i, (k, v) in enumerate(args.items()):
+            v = v if isinstance(v, str) else json.dumps(v)
+            close = "" if defect == "value_unclosed" and i == 0 and len(args) > 1 else "</parameter>"
+            ps.append(f'<parameter name="{k}">{v}{close}\n')
+        inv = f"<invoke name={name}>" if defect == "unquoted_name" else f'<invoke name="{name}">'
+        body = f"{inv}\n{''.join(ps)}</invoke>\n"
+        if defect == "missing_wrapper":
+            return body
+        return "<minimax:tool_call>\n" + body + ("" if defect == "missing_close" else "</minimax:tool_call>")
+    if family == "gemma4":
+        def val(v: Any) -> str:
+            if isinstance(v, str):
+                return v if defect == "undelimited" else (json.dumps(v) if defect == "json_string" else Q + v + Q)
+            return json.dumps(v)
+        body = ",".join(f"{k}:{val(v)}" for k, v in sorted(args.items()))
+        head = "" if defect == "missing_head" else "call:"
+        return f"<|tool_call>{head}{name}{{{body}{'' if defect == 'missing_brace' else '}'}<tool_call|>"
     # gpt-oss, as a skip_special_tokens=True dump shows it
     chan = "analysis" if defect == "analysis_channel" else "commentary"
     if defect == "double_encoded":
@@ -240,6 +317,12 @@ def tool_block(family: str, name: str, idx: int, result: str) -> str:
         return f"\n\n<function_results>\n<result>{result}</result>\n</function_results>\n\n</think>"
     if family == "llama3_json":
         return f"ipython\n\n{result}assistant\n\n"
+    if family == "seed":
+        return f"<seed:eos><seed:bos>tool\n{result}<seed:eos><seed:bos>assistant\n"
+    if family == "minimax":
+        return f"[e~[\n]~b]tool\n<response>{result}</response>[e~[\n]~b]ai\n<think>\n"
+    if family == "gemma4":
+        return f"<|tool_response>response:{name}{{value:{Q}{result}{Q}}}<tool_response|>"
     return f"functions.{name} to=assistantcommentary{json.dumps(result)}assistant"
 
 
@@ -250,6 +333,12 @@ def think(family: str, text: str) -> str:
         return f"<think>{text}</think>"
     if family in ("deepseek_v31", "deepseek_v32", "deepseek_v4", "llama3_json"):
         return ""  # tool calls run in non-thinking mode (Llama: no reasoning)
+    if family == "seed":
+        return f"<seed:think>{text}</seed:think>\n"
+    if family == "minimax":
+        return f"{text}\n</think>\n\n"  # (the generation prompt and every tool block open `<think>\n`)
+    if family == "gemma4":
+        return f"<|channel>thought\n{text}<channel|>"
     return f"analysis{text}assistant"
 
 
@@ -258,6 +347,12 @@ def final(family: str, text: str) -> str:
         return f"final{text}"
     if family == "kimi_k2":
         return text + "<|im_end|>"
+    if family == "seed":
+        return text + "<seed:eos>"
+    if family == "minimax":
+        return text + "[e~["
+    if family == "gemma4":
+        return text + "<turn|>"
     return text
 
 
@@ -273,6 +368,10 @@ def _pick(rng: random.Random, family: str) -> str:
     return table[-1][0]
 
 
+#: the end-of-turn token a family's model generates after its calls (kept in these runs' decode)
+END_OF_TURN = {"seed": "<seed:eos>", "minimax": "[e~["}
+
+
 #: defects after which the family's parser produces no call, so the episode ends
 _ENDS = {"value_unclosed": False, "missing_close": True, "json_inside": True, "layout": False, "garbled_name": False,
          "invalid_json": False, "openai_id": True, "missing_separator": True, "truncated": True, "v3_layout": True,
@@ -281,7 +380,9 @@ _ENDS = {"value_unclosed": False, "missing_close": True, "json_inside": True, "l
          "not_json": False, "doubled_bar": True, "bare_invoke": True, "unclosed_param": False, "stray_attr": False,
          "param_as_invoke": False, "corrupted_closer": True, "v32_closer": True,
          # Llama-3 JSON (vLLM's llama3_json): an object that does not decode is no call
-         "arguments_string": False, "undeclared_name": False}
+         "arguments_string": False, "undeclared_name": False,
+         "python_literal": False, "missing_wrapper": True, "unquoted_name": True,
+         "undelimited": False, "json_string": False, "missing_brace": True, "missing_head": True}
 
 
 def trajectory(rng: random.Random, family: str, step: int) -> tuple[dict[str, Any], list[str]]:
@@ -302,6 +403,7 @@ def trajectory(rng: random.Random, family: str, step: int) -> tuple[dict[str, An
         out.append(call_text(family, name, args, i, defect, rng))
         if defect and (_ENDS[defect] or (family, defect) == ("llama3_json", "invalid_json")):
             ended = True
+            out.append(END_OF_TURN.get(family, ""))  # (the end-of-turn token the model generates after its calls)
             break
         result = (json.dumps({"city": city, "forecast": rng.choice(WEATHER), "high_c": rng.randint(-5, 30)})
                   if name == "get_weather" else f"No warnings for {city}.")
@@ -336,7 +438,7 @@ def generated_files() -> Iterator[tuple[str, str]]:
     for family in FAMILIES:
         for step in range(1, STEPS + 1):
             body = "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec, _ in iter_step(family, step))
-            yield f"{family}_run/rollout/{step}.jsonl", body
+            yield f"{RUN_DIRS[family]}/rollout/{step}.jsonl", body
 
 
 def write_all(root: Path = HERE) -> list[Path]:

@@ -16,10 +16,13 @@ from trajlab.toolcalls import check_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"
-FAMILIES = ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "deepseek_v32", "deepseek_v4", "llama3_json"]
+FAMILIES = ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "deepseek_v32", "deepseek_v4", "llama3_json", "seed",
+            "minimax", "gemma4"]
 TEMPLATE_MARK = {"glm45": "<arg_key>", "kimi_k2": "<|tool_call_argument_begin|>", "deepseek_v31": "<｜tool▁sep｜>",
                  "gpt_oss": "<|constrain|>json", "deepseek_v32": "<｜DSML｜function_calls>",
-                 "deepseek_v4": "<｜DSML｜tool_calls>", "llama3_json": '"parameters": {'}
+                 "deepseek_v4": "<｜DSML｜tool_calls>", "llama3_json": '"parameters": {', "seed": "<seed:tool_call>",
+                 "minimax": "<invoke name=", "gemma4": "<|tool_call>call:"}
+RUN_DIRS = {"seed": "seed_oss_run", "minimax": "minimax_m2_run", "gemma4": "gemma4_run"}
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,7 @@ def test_family_pool_loads_with_datasets(family, tmp_path):
     from datasets import load_dataset
 
     scan = tmp_path / "scan"
-    trajlab.scan([SAMPLE / f"{family}_run"], scan, progress=False)
+    trajlab.scan([SAMPLE / RUN_DIRS.get(family, f"{family}_run")], scan, progress=False)
     pool = tmp_path / "pool"
     s = build_sft_pool(scan, pool, PoolOptions(val_fraction=0.2), progress=False)
     assert s.selected["error_demo"] > 0 and s.selected["hint"] > 0
@@ -75,7 +78,13 @@ def test_ood_reformatted_targets_any_family(family, hermes_scan, tmp_path):
         assert sorted(t["name"] for t in json.loads(facts.tools_json)) == sorted(r["expected_tools"])
         if r["reference"]:
             ta = check_text(r["reference"], tools=json.loads(r["tools"]), tool_format=family)
-            assert ta.calls and not [f for f in ta.findings if f.severity in ("error", "warning")], r["reference"]
+            bad = [f for f in ta.findings if f.severity in ("error", "warning")]
+            if family == "gemma4":  # the template writes arrays `[<|"|>a<|"|>]`; verl's `[^,}]*` keeps them as text
+                assert all(f.category == "verl_mismatch" for f in bad) and all(
+                    not isinstance(v, (str, int, float, bool)) for c in ta.calls for v in c.arguments.values()
+                    ) if bad else True, r["reference"]
+                bad = []
+            assert ta.calls and not bad, r["reference"]
 
 
 def test_unknown_ood_format_is_a_one_line_error(hermes_scan, tmp_path):

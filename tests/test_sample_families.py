@@ -20,6 +20,9 @@ def _load():
     return mod
 
 
+RUNS: dict[str, str] = _load().RUN_DIRS
+
+
 @pytest.fixture(scope="module")
 def gen():
     return _load()
@@ -29,28 +32,26 @@ def test_regenerates_committed_files_byte_for_byte(gen, tmp_path):
     written = gen.write_all(tmp_path)
     rels = {p.relative_to(tmp_path).as_posix() for p in written}
     committed = {p.relative_to(SAMPLE).as_posix() for fam in gen.FAMILIES
-                 for p in (SAMPLE / f"{fam}_run").rglob("*") if p.is_file()}
+                 for p in (SAMPLE / gen.RUN_DIRS[fam]).rglob("*") if p.is_file()}
     assert rels == committed, "sample_data/ differs from what generate_families.py writes (re-run it)"
     for rel in sorted(rels):
         assert (tmp_path / rel).read_bytes() == (SAMPLE / rel).read_bytes(), rel
 
 
-@pytest.mark.parametrize("family", ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "deepseek_v32", "deepseek_v4",
-                                    "llama3_json"])
+@pytest.mark.parametrize("family", list(RUNS))
 def test_each_run_is_small(family):
-    size = sum(p.stat().st_size for p in (SAMPLE / f"{family}_run").rglob("*.jsonl"))
+    size = sum(p.stat().st_size for p in (SAMPLE / RUNS[family]).rglob("*.jsonl"))
     assert 100_000 < size < 600_000
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["glm45", "kimi_k2", "deepseek_v31", "gpt_oss", "deepseek_v32", "deepseek_v4",
-                                    "llama3_json"])
+@pytest.mark.parametrize("family", list(RUNS))
 def test_scan_detects_the_family_flags_its_defects_and_warns_near_the_rot(gen, family, tmp_path):
     import polars as pl
 
     import trajlab
 
-    summary = trajlab.scan([SAMPLE / f"{family}_run"], tmp_path / "out", progress=False)
+    summary = trajlab.scan([SAMPLE / RUNS[family]], tmp_path / "out", progress=False)
     warn = summary.early_warning
     assert warn is not None and gen.ONSET <= warn["step"] <= gen.ONSET + 5, warn
     trajs = pl.read_parquet(tmp_path / "out/trajectories.parquet")

@@ -1,17 +1,13 @@
-"""Run verl 0.9.1's own tool parsers on texts, as its agent loop does (executed by the verl venv's python; see
-tests/test_verl_dsml_in_verl.py). Two ways to call it:
-
-* ``PY verl_tool_parser.py SPEC.json OUT.json``: one parser, a real tokenizer (below);
-* ``PY verl_tool_parser.py < REQUEST.json``: ``{"<verl parser name>": ["text", ...], ...}`` on stdin, each text given
-  to the parser as one id per code point (so the parser decodes exactly the text), and on stdout the same keys with
-  per text ``{"calls": [[name, arguments decoded], ...], "content"}``.
+"""Run one of verl 0.9.1's own tool parsers on texts, as its agent loop does (executed by the verl venv's python; see
+tests/test_verl_dsml_in_verl.py). Usage: PY verl_tool_parser.py SPEC.json OUT.json
 
 verl's ``tool_parser.py`` is loaded by its file path (importing ``verl.experimental.agent_loop`` pulls optional
 dependencies). SPEC: {"parser": a name registered in verl's ToolParser, "tokenizer_json": a real ``tokenizer.json``,
 "added_tokens": [ordinary tokens to add], "special_tokens": [special tokens to add], "eos_token", "pad_token",
 "texts": [...]}. Each text is encoded with that tokenizer, the ids are given to the parser's
 ``extract_tool_calls``, and OUT gets per text {"decoded": the ids decoded with special tokens kept, "content",
-"calls": [[name, arguments JSON text], ...]}.
+"calls": [[name, arguments JSON text], ...]}. SPEC may also be a list of such specs (one verl start for several
+parsers): OUT's "results" is then the list of their results.
 """
 
 import asyncio
@@ -60,41 +56,13 @@ async def run(spec):
     return out
 
 
-class CodePoints:
-    """A tokenizer with one id per code point and no pad token: what verl decodes is the text itself."""
-
-    pad_token = None
-
-    def encode(self, text, add_special_tokens=False):
-        return [ord(ch) for ch in text]
-
-    def decode(self, ids, skip_special_tokens=False):
-        return "".join(map(chr, ids))
-
-    def convert_tokens_to_ids(self, token):
-        return 0x10FFFF  # (only asked for stop-token ids, which are never decoded here)
-
-
-async def run_request(req):
-    mod = load_parsers()
-    tok = CodePoints()
-    out = {}
-    for name, texts in req.items():
-        parser = mod.ToolParser.get_tool_parser(name, tok)
-        rows = []
-        for text in texts:
-            content, calls = await parser.extract_tool_calls(tok.encode(text))
-            rows.append({"calls": [[c.name, json.loads(c.arguments)] for c in calls], "content": content})
-        out[name] = rows
-    return out
+async def run_all(specs):
+    return [await run(s) for s in specs]
 
 
 def main():
-    if len(sys.argv) < 3:
-        print(json.dumps(asyncio.run(run_request(json.loads(sys.stdin.read()))), ensure_ascii=False))
-        return
     spec = json.load(open(sys.argv[1], encoding="utf-8"))
-    res = asyncio.run(run(spec))
+    res = asyncio.run(run_all(spec) if isinstance(spec, list) else run(spec))
     with open(sys.argv[2], "w", encoding="utf-8") as f:
         json.dump({"results": res}, f, ensure_ascii=False)
 

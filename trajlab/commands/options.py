@@ -18,8 +18,9 @@ import typer
 
 #: the call formats ``--tool-format`` accepts, in the registry's order (a test checks them against
 #: ``trajlab.toolcalls.formats.KNOWN_FORMATS``; spelled out here so ``--help`` does not import every format module)
-TOOL_FORMAT_NAMES: tuple[str, ...] = ("qwen3_coder", "hermes", "glm45", "glm47", "kimi_k2", "deepseek_v31",
-                                     "deepseek_v32", "deepseek_v4", "gpt_oss", "llama3_json", "react")
+TOOL_FORMAT_NAMES: tuple[str, ...] = ("seed", "minimax", "qwen3_coder", "hermes", "glm45", "glm47", "kimi_k2",
+                                     "deepseek_v31", "deepseek_v32", "deepseek_v4", "gpt_oss", "gemma4", "llama3_json",
+                                     "react")
 
 #: the input formats ``--format`` accepts in ``scan`` and ``watch``
 INPUT_FORMAT_NAMES: tuple[str, ...] = ("auto", "verl_jsonl", "verl_tool_json", "openai_messages", "nemo_rl_jsonl",

@@ -177,6 +177,9 @@ def _tools_from_block(block: str) -> tuple[str | None, str | None]:
     if stripped.startswith("<function"):
         tools = _xml_tools(block)
         src = "prompt_xml"
+    elif stripped.startswith("<tool>"):  # MiniMax-M2: one `<tool>{json}</tool>` per line
+        tools = _json_lines(re.sub(r"</?tool>", "\n", block))
+        src = "prompt_minimax"
     else:
         tools = _json_lines(block)
         src = "prompt_json"
@@ -362,7 +365,41 @@ def _react_tools(text: str) -> list[dict[str, Any]] | None:
 
 #: family system blocks tried when the prompt has no ``<tools>`` block: (literal, reader, tools_source); the
 #: ReAct list last (its literal is plain text another family's prompt may quote)
+_SEED_DEF = re.compile(r"^Function:\ndef ([\w.\-]+)\((.*?)\):\n(.*?)\n    \"\"\"\n(?=\n|\Z)", re.MULTILINE | re.DOTALL)
+_SEED_ARG = re.compile(r"^    - ([\w.\-]+) \((\w+)\)( \[必填\]| \[选填\])?: ?(.*)$", re.MULTILINE)
+_SEED_TYPES = {"str": "string", "int": "integer", "bool": "boolean", "list": "array"}
+
+
+def _seed_tools(text: str) -> list[dict[str, Any]] | None:
+    """Seed-OSS: ``Function:\ndef NAME(p: str, q: int):`` with a docstring listing ``- p (str) [必填]: ...``
+    (必填 = required; the Python types are lossy: ``int`` stands for integer and number)."""
+    tools = []
+    for m in _SEED_DEF.finditer(text):
+        doc = m.group(3)
+        desc = doc.split("Args:", 1)[0].strip().strip('"').strip()
+        props: dict[str, Any] = {}
+        required = []
+        for a in _SEED_ARG.finditer(doc):
+            t = _SEED_TYPES.get(a.group(2))
+            props[a.group(1)] = ({"type": t} if t else {}) | ({"description": a.group(4)} if a.group(4) else {})
+            if a.group(3) == " [必填]":
+                required.append(a.group(1))
+        tools.append({"name": m.group(1), "description": desc,
+                      "parameters": {"type": "object", "properties": props, "required": required}})
+    return tools or None
+
+
+def _gemma_tools(text: str) -> list[dict[str, Any]] | None:
+    """Gemma 4: ``<|tool>declaration:NAME{description:...,parameters:{...}}<tool|>`` in the template's value
+    syntax (``declaration:NAME{...}`` when the decode dropped the special tokens); types are upper-case there."""
+    from trajlab.toolcalls.format_gemma4 import read_declarations
+
+    return read_declarations(text) or None
+
+
 _FAMILY_BLOCKS = (
+    ("declaration:", _gemma_tools, "prompt_gemma4"),
+    ("Function:\ndef ", _seed_tools, "prompt_seed"),
     ("tool_declare", _kimi_tools, "prompt_kimi"),
     ("<functions>", _functions_block, "prompt_dsml"),
     (_LLAMA_LEAD, _llama_tools, "prompt_llama"),

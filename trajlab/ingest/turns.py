@@ -26,6 +26,13 @@ recognised with and without its special tokens kept by the decode:
 * Llama 3.1-3.3 / Llama 4: an ``ipython`` turn, ``<|start_header_id|>ipython<|end_header_id|>\n\n...<|eot_id|>`` then
   ``<|start_header_id|>assistant<|end_header_id|>\n\n`` (Llama 4: ``<|header_start|>``/``<|header_end|>``/``<|eot|>``);
   stripped: ``ipython\n\n...assistant\n\n``;
+* Seed-OSS: ``<seed:bos>tool\n...<seed:eos>`` then ``<seed:bos>assistant\n`` (the ``<seed:eos>`` the model generates
+  after its calls stays in its turn, as MiniMax's ``[e~[``); stripped:
+  ``</function>\ntool\n...assistant\n``;
+* MiniMax-M2: ``\n]~b]tool\n<response>...</response>[e~[\n`` then ``]~b]ai\n<think>\n``; stripped:
+  ``\ntool\n<response>...</response>\nai\n<think>\n``;
+* Gemma 4: ``<|tool_response>response:NAME{...}<tool_response|>`` inside the model turn (a stripped dump keeps the
+  whole output as one turn);
 * ReAct agents: the environment's ``Observation: ...`` as a user message (``user\nObservation: ...`` up to the
   next ``assistant`` header), or appended inline after the Action Input up to the model's next step (a line
   starting ``Thought:``, ``Action:`` or ``Final Answer:``). An ``Observation:`` with no model step after it is
@@ -97,6 +104,15 @@ FAMILY_WRAPPERS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         r"(?:<\|start\|>assistant)?", re.DOTALL)),
     ("gpt_oss", " to=assistant", re.compile(
         r"functions\.\S+? to=assistant(?:commentary)?.*?(?:assistant(?=analysis|commentary|final)|\Z)", re.DOTALL)),
+    ("seed", "<seed:bos>tool\n", re.compile(
+        r"(?:<seed:bos>tool\n.*?(?:<seed:eos>|\Z))+(?:<seed:bos>assistant\n)?", re.DOTALL)),
+    ("minimax", "]~b]tool", re.compile(
+        r"\n?\]~b\]tool(?:\n<response>.*?(?:</response>|\Z))+(?:\[e~\[\n?)?(?:\]~b\]ai\n(?:<think>\n)?)?",
+        re.DOTALL)),
+    ("seed", "</function>\ntool\n", re.compile(r"(?<=</function>\n)tool\n.*?(?:assistant\n|\Z)", re.DOTALL)),
+    ("minimax", "tool\n<response>", re.compile(
+        r"\n?tool(?:\n<response>.*?(?:</response>|\Z))+\n?(?:ai\n(?:<think>\n)?)?", re.DOTALL)),
+    ("gemma4", "<|tool_response>", re.compile(r"(?:<\|tool_response>.*?(?:<tool_response\|>|\Z))+", re.DOTALL)),
     ("glm", "<tool_response>", re.compile(
         r"(?:<\|observation\|>)?(?:[ \t\r\n]*<tool_response>.*?(?:</tool_response>|\Z))+(?:<\|assistant\|>)?",
         re.DOTALL)),

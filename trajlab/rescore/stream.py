@@ -460,6 +460,10 @@ FAMILY_LAYOUTS: dict[str, FamilyLayout] = {
     "glm47": _GLM,
     "kimi_k2": FamilyLayout(("<|im_middle|>", "<|tool_call_begin|>"), rebuilt=False),
     "gpt_oss": FamilyLayout(("<|message|>", "<|channel|>"), rebuilt=False),
+    # (call-formats.md §6; a stripped dump loses the call wrappers too, so it is scored as plain text)
+    "seed": FamilyLayout(("<seed:bos>", "<seed:eos>", "<seed:tool_call>"), rebuilt=False),
+    "minimax": FamilyLayout(("]~b]", "[e~[", "<minimax:tool_call>"), rebuilt=False),
+    "gemma4": FamilyLayout(("<|turn>", "<turn|>", "<|tool_call>"), rebuilt=False),
 }
 
 

@@ -20,6 +20,7 @@ from trajlab.toolcalls.ruleset import get_ruleset
 
 #: the format a tool-list rendering implies (``tools_source`` of :func:`trajlab.ingest.tool_schemas.tools_from_prompt`)
 SOURCE_FORMATS = {"prompt_xml": "qwen3_coder", "prompt_kimi": "kimi_k2", "prompt_deepseek": "deepseek_v31",
+                  "prompt_seed": "seed", "prompt_minimax": "minimax", "prompt_gemma4": "gemma4",
                   "prompt_typescript": "gpt_oss"}
 #: formats whose instructions are plain text a prompt may merely quote (ReAct's "Action Input:"): their markers
 #: count only when no other family's instructions or tool block are in the prompt

@@ -12,10 +12,11 @@ from importlib import import_module
 
 from trajlab.toolcalls.format_base import ToolFormat
 
-#: the format modules, in detection order (qwen3_coder before hermes: `<function=` is the sharper marker; react,
-#: plain text, last: it never takes a trajectory another family's markup claims)
-FORMAT_MODULES: tuple[str, ...] = ("qwen3_coder", "hermes", "glm", "kimi_k2", "deepseek_v31", "dsml", "gpt_oss",
-                                    "llama3_json", "react")
+#: the format modules, in detection order (seed before qwen3_coder: its `<seed:tool_call>` wraps the same
+#: `<function=` tags; qwen3_coder before hermes: `<function=` is the sharper marker; react, plain text, last: it never
+#: takes a trajectory another family's markup claims)
+FORMAT_MODULES: tuple[str, ...] = ("seed", "minimax", "qwen3_coder", "hermes", "glm", "kimi_k2", "deepseek_v31", "dsml",
+                                   "gpt_oss", "gemma4", "llama3_json", "react")
 
 
 def _load() -> dict[str, ToolFormat]:

@@ -1,0 +1,69 @@
+"""The Seed-OSS call format (ByteDance, verl parser ``seed``): one ``<seed:tool_call>`` wrapper per call.
+
+Grammar (the llama.cpp copy of the ``ByteDance-Seed-OSS`` chat template)::
+
+    <seed:tool_call>\\n<function=NAME>\\n<parameter=K>V</parameter>\\n...</function>\\n</seed:tool_call>
+
+The reader is :mod:`trajlab.toolcalls.wrapped_xml`. Values are raw text; verl's ``seed`` parser ``json.loads``
+the stripped text (else keeps it). The template renders a non-string value with Python's ``str`` (``True``,
+``{'a': 1}``), which ``json.loads`` cannot read back: such a value for a non-string parameter is
+``type_mismatch/seed_python_literal`` (verl passes the string). A declared string that ``json.loads`` turns into
+another type is ``verl_conversion_divergence`` (:meth:`SeedFormat.check_value`, shared with GLM's rule).
+``<seed:tool_call>``, ``</seed:tool_call>``, ``<seed:think>`` and ``</seed:think>`` are special tokens: a
+``skip_special_tokens=True`` dump shows the bare ``<function=...>`` blocks, which this reader takes as Seed calls
+when the trajectory is Seed's (detected from the prompt's ``Function:\\ndef NAME(`` tool block).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from trajlab.toolcalls.draft import CallDraft, Issue
+from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.format_glm import GlmFormat
+from trajlab.toolcalls.ruleset import RuleSet
+from trajlab.toolcalls.type_checks import TypeCheck
+from trajlab.toolcalls.wrapped_xml import XmlGrammar, render, scan
+
+GRAMMAR = XmlGrammar("seed", "seed:tool_call", "function", "parameter", by_attr=False, one_call_per_wrapper=True)
+_PY_LITERAL = re.compile(r"True|False|None|[\[{].*'.*[\]}]", re.DOTALL)
+_GLM_RULE = GlmFormat("seed", "\n", "")
+
+
+def _value_text(v: Any) -> str:
+    """A value as a repair or a training target writes it: strings raw, anything else JSON -- what verl's
+    ``json.loads`` reads back as meant (the template's Python ``str`` would give ``True``, read as a string)."""
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
+class SeedFormat(ToolFormat):
+    """``<seed:tool_call><function=NAME><parameter=K>V</parameter></function></seed:tool_call>``."""
+
+    name = "seed"
+    family = "Seed-OSS"
+
+    def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
+                   spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
+        return scan(GRAMMAR, text, lo, hi, rs, excluded)
+
+    def render(self, name: str, arguments: dict[str, Any]) -> str:
+        return render(GRAMMAR, [(name, [(str(k), _value_text(v)) for k, v in arguments.items()])])
+
+    def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
+        return render(GRAMMAR, [(name, params)])
+
+    def check_value(self, written: str, value: Any, prop: Any) -> Any:
+        """A Python literal (``True``, ``{'a': 1}``) for a non-string parameter: verl passes the text; otherwise
+        GLM's rule (raw strings, ``json.loads`` for the rest)."""
+        types = prop.get("type") if isinstance(prop, dict) else None
+        if isinstance(value, str) and types not in (None, "string") and _PY_LITERAL.fullmatch(written.strip()):
+            return TypeCheck(False, "seed_python_literal", str(types), value)
+        return _GLM_RULE.check_value(written, value, prop)
+
+    def intended(self, written: str, value: Any, prop: Any) -> Any:
+        return _GLM_RULE.intended(written, value, prop)
+
+
+FORMATS_PROVIDED: tuple[ToolFormat, ...] = (SeedFormat(),)
