@@ -100,6 +100,14 @@ def aggregate_steps(traj_lf: Any, calls_lf: Any, tokens_lf: Any = None, *, contr
         .sort(["run", "split", "step", "category"])
         .collect()
     )
+    warned = {
+        (run, split, step): n for run, split, step, n in (
+            calls_lf.filter(pl.col("status") == "warning")
+            .select("trajectory_id", "split", "step")
+            .join(traj_lf.select("trajectory_id", "run"), on="trajectory_id", how="left")
+            .group_by(["run", "split", "step"]).agg(pl.len().cast(pl.Int64).alias("n"))
+            .collect().iter_rows())
+    }
     by_key: dict[tuple[str, str, Any], list[tuple[str, int]]] = {}
     for run, split, step, cat, n in cats.iter_rows():
         by_key.setdefault((run, split, step), []).append((cat, n))
@@ -113,6 +121,8 @@ def aggregate_steps(traj_lf: Any, calls_lf: Any, tokens_lf: Any = None, *, contr
                 "calls": calls,
                 "malformed_calls": r["malformed_calls"] or 0,
                 "malformed_rate": (r["malformed_calls"] / calls) if calls else None,
+                "warning_calls": (w := warned.get((r["run"], r["split"], r["step"]), 0)),
+                "warning_rate": (w / calls) if calls else None,
                 "final_answer_rate": r["final_answer_rate"] or 0.0,
                 "category_counts": by_key.get((r["run"], r["split"], r["step"]), []),
                 **{k: v for k, v in exact.get((r["run"], r["split"], r["step"]), {}).items()
