@@ -68,8 +68,8 @@ def test_sample_runs_metrics_found_matched_and_lead_time(scanned) -> None:
     main = lead["qwen35_xml_run"]
     hand = _hand_breakdown(_reward("qwen35_xml_run"))
     assert hand == 108 and main["breakdown_step"] == hand and main["metric"] == "critic/score/mean"
-    assert main["warning_step"] == 84 == summary.runs[0]["early_warning"]["step"]
-    assert main["lead_steps"] == 24 and main["sentence"].startswith("warned 24 steps before the reward fell")
+    assert main["warning_step"] == 88 == summary.runs[0]["early_warning"]["step"]
+    assert main["lead_steps"] == 20 and main["sentence"].startswith("warned 20 steps before the reward fell")
     sft = lead["qwen35_xml_sft_run"]
     assert _hand_breakdown(_reward("qwen35_xml_sft_run")) is None and sft["breakdown_step"] is None
     assert sft["warning_step"] is None and sft["lead_steps"] is None

@@ -8,7 +8,8 @@ earlier step, ``p0 = (m_<t + 0.5) / (c_<t + 1)`` (Jeffreys-style so a clean base
 ``min_baseline_steps`` earlier steps,
 
 * the step's own rate is above ``p0``,
-* the window's rate is at least ``ratio`` (2) times ``p0``, and
+* the window's rate is at least ``ratio`` (2) times ``p0``, with at least ``min_window_malformed`` (3) malformed
+  calls in it (two broken calls after a spotless baseline are not a rise), and
 * a one-sided exact binomial test of the window's malformed count against ``p0`` gives ``p < alpha`` (1e-3).
 
 The first flagged step is the early warning: the point where the rate rises significantly above its own
@@ -25,7 +26,7 @@ import pyarrow as pa
 
 from trajlab.tables import STEPS, table_path, to_table
 
-EW_DEFAULTS = {"window": 3, "alpha": 1e-3, "ratio": 2.0, "min_baseline_steps": 5}
+EW_DEFAULTS = {"window": 3, "alpha": 1e-3, "ratio": 2.0, "min_baseline_steps": 5, "min_window_malformed": 3}
 
 
 def steps_table(out: Path | str, *, control_prob: float = 0.5) -> pa.Table:
@@ -162,6 +163,7 @@ def early_warning(
     alpha: float = EW_DEFAULTS["alpha"],
     ratio: float = EW_DEFAULTS["ratio"],
     min_baseline_steps: int = EW_DEFAULTS["min_baseline_steps"],
+    min_window_malformed: int = EW_DEFAULTS["min_window_malformed"],
 ) -> dict[str, Any] | None:
     """The first step where the malformed-call rate of one run rises significantly above its earlier baseline.
 
@@ -191,7 +193,7 @@ def early_warning(
             m = sum(x["malformed_calls"] for x in win)
             c = sum(x["calls"] for x in win)
             own = r["malformed_calls"] / r["calls"]
-            if own > p0 and c and m / c >= ratio * p0:
+            if own > p0 and c and m >= min_window_malformed and m / c >= ratio * p0:
                 pv = _binom_sf(m, c, p0)
                 if pv < alpha:
                     return {
