@@ -87,7 +87,7 @@ def test_reward_plugin_scores_the_family_run_as_scan_reads_it(family):
 
     recs = [json.loads(line) for s in (24, 30)
             for line in (SAMPLE / f"{family}_run/rollout/{s}.jsonl").read_text(encoding="utf-8").splitlines()]
-    got = [compute_score("weather", r["output"], r["gts"], {}) for r in recs]
+    got = [compute_score("weather", r["output"], r["gts"], {}, task_fn="none") for r in recs]
     assert sum(g["tool_calls"] for g in got) > len(recs) and sum(g["malformed_calls"] for g in got) > 0
     for i, (r, g) in enumerate(zip(recs, got, strict=True)):
         traj, _ = to_trajectory(r, source_path="x.jsonl", line=i + 1, file_step=None, file_split="train")
