@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from helpers.scan_runs import make_run
 
@@ -151,3 +152,32 @@ def test_a_restarted_watch_classifies_again_and_its_publish_reuses_the_scan_cach
     assert not (tmp_path / "out" / ".watch" / "stale").exists()
     assert sorted(x.step for x in lines if x.split == "train") == list(range(1, 9))
     assert result.summary.files_reused == 9 and _tables(tmp_path / "out") == before
+
+
+def test_a_trip_settles_the_file_being_written_and_keeps_its_last_record(tmp_path: Path) -> None:
+    """A writer that writes each step file's last line in two parts (as a buffered writer can): the trip comes
+    while a last line is half-written; the half line is pending, never an error, and watch settles the files it
+    is reading before the trip writes the tables, so the record being written is in OUT."""
+    staged = make_run(tmp_path / "staged" / "exp", steps=14, rot_from=6)
+    live = tmp_path / "live" / "exp"
+    plan = []
+    for p in sorted(staged.rglob("*.jsonl"), key=lambda p: (int(p.stem), p.parent.name)):
+        data = p.read_bytes()  # every file: its last line cut in the middle, the rest after a pause
+        plan.append((str(p), str(live / p.relative_to(staged)), len(data) - 60, 0.8))
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, json.dumps(plan)])
+    try:
+        result = watch(WatchOptions(paths=[live.parent], out=tmp_path / "out", interval=0.1, publish_every=30.0,
+                                    settle=5.0))
+    finally:
+        writer.kill()
+        writer.wait(timeout=60)
+    assert result.stopped == "trip"
+    errors = pq.read_table(tmp_path / "out" / "ingest_errors.parquet").to_pylist()
+    assert not [e for e in errors if "truncated" in e["reason"] or "invalid JSON" in e["reason"]], errors
+    traj = pq.read_table(tmp_path / "out" / "trajectories.parquet", columns=["source_path"]).to_pylist()
+    per_file = {}
+    for r in traj:
+        per_file[r["source_path"]] = per_file.get(r["source_path"], 0) + 1
+    trip_file = f"exp/rollout/{result.trips[0].noticed_step}.jsonl"
+    assert per_file[trip_file] == 8  # the record being written when it tripped is kept
+    assert all(n == 8 for f, n in per_file.items() if "/rollout/" in f)

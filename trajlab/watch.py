@@ -357,6 +357,17 @@ class Watcher:
         return any(f.seen and f.fmt and (f.consumed != f.seen[0] or (f.whole and f.stable != f.seen))
                    and now - f.changed_at < settle for f in self.files.values())
 
+    def settle(self, sleep: Callable[[float], None] = time.sleep) -> None:
+        """Before a trip writes the tables: keep looking while some file holds a half-written last line or is
+        still changing (:meth:`pending`), so the record being written when it tripped is read whole, not
+        reported as a truncated line. Bounded: a file unchanged for ``settle`` seconds no longer counts as
+        pending (a writer that died mid-line), and the whole wait lasts at most that long (a writer that never
+        pauses)."""
+        deadline = time.monotonic() + max(3 * self.opts.interval, self.opts.settle)
+        while self.pending() and time.monotonic() < deadline:
+            sleep(self.opts.interval)
+            self.poll()  # trips it finds are recorded (each run trips once per reason)
+
     def publish(self) -> Any:
         """Make OUT a complete scan output of what is on disk: :func:`trajlab.scan.scan` into OUT, which reads
         again only the files its cache does not hold unchanged (those new or grown since the last publish)."""
@@ -403,6 +414,7 @@ def watch(opts: WatchOptions, emit: Callable[[StepLine], None] | None = None,
             trips = w.poll()
             if trips and not opts.keep_watching:
                 stopped = "trip"
+                w.settle(sleep)
                 break
             if w.dirty and not w.pending() and time.monotonic() - w.last_publish >= opts.publish_every:
                 w.publish()
