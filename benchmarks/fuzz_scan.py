@@ -30,7 +30,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1, help="seed of the tree generator (same seed, same trees)")
     ap.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "trajlab_fuzz",
                     help="where trees, scan outputs and failed trees go")
-    ap.add_argument("--per-batch", type=int, default=8, help="trees scanned together (amortises a scan's start)")
+    ap.add_argument("--per-batch", type=int, default=16, help="trees scanned together (amortises a scan's start)")
     ap.add_argument("--big", type=int, default=2_000_000, help="characters in a big record's text")
     ap.add_argument("--no-nemo", action="store_true", help="leave out the NeMo-RL step (it loads a tokenizer)")
     args = ap.parse_args()

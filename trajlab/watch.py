@@ -24,6 +24,7 @@ report and trip, publish) whose steps share its per-file state; its storage is i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -41,7 +42,15 @@ from trajlab.ingest.fields import step_from_name
 from trajlab.outpaths import prepare_out_dir
 from trajlab.scan.options import ScanOptions, WorkerOptions, worker_options
 from trajlab.trends import aggregate_steps, early_warning, tripped_runs
-from trajlab.watch_store import WATCH_DIR, file_dir, range_dir, range_table, reid_ranges
+from trajlab.watch_store import (
+    WATCH_DIR,
+    file_dir,
+    range_dir,
+    range_table,
+    record_publish,
+    reid_ranges,
+    watching,
+)
 
 #: environment variables set for ``--on-trip CMD``
 TRIP_ENV = ("TRAJLAB_RUN", "TRAJLAB_STEP", "TRAJLAB_RATE", "TRAJLAB_REASON", "TRAJLAB_OUT")
@@ -172,6 +181,8 @@ class Watcher:
         self.last_data = time.monotonic()
         # refuse a user's directory (or one inside the inputs) before anything is written; marks OUT as trajlab's
         prepare_out_dir(self.out, kind="scan", inputs=[*opts.paths, *opts.runs.values()])
+        self.lock = contextlib.ExitStack()  # OUT's watch lock, held until close(): readers see the watch runs
+        self.lock.enter_context(watching(self.out))
         shutil.rmtree(self.out / WATCH_DIR, ignore_errors=True)  # ranges of an earlier watch: classified again
 
     # -- looking at the directory ----------------------------------------------------------------------
@@ -357,6 +368,10 @@ class Watcher:
         return any(f.seen and f.fmt and (f.consumed != f.seen[0] or (f.whole and f.stable != f.seen))
                    and now - f.changed_at < settle for f in self.files.values())
 
+    def close(self) -> None:
+        """Release OUT's watch lock (the watch is over)."""
+        self.lock.close()
+
     def settle(self, sleep: Callable[[float], None] = time.sleep) -> None:
         """Before a trip writes the tables: keep looking while some file holds a half-written last line or is
         still changing (:meth:`pending`), so the record being written when it tripped is read whole, not
@@ -374,6 +389,7 @@ class Watcher:
         from trajlab.scan import scan
 
         summary = scan(list(self.opts.paths), self.out, self.scan_request, progress=False)
+        record_publish(self.out)
         self.dirty = False
         self.last_publish = time.monotonic()
         return summary
@@ -428,6 +444,8 @@ def watch(opts: WatchOptions, emit: Callable[[StepLine], None] | None = None,
         summary = w.publish()
     except KeyboardInterrupt:  # a second Ctrl-C during the final publish: OUT keeps its last complete state
         summary = None
+    finally:
+        w.close()
     return WatchResult(stopped, w.trips, w.lines, summary, sum(1 for f in w.files.values() if f.chunks),
                        sum(f.chunks for f in w.files.values()))
 

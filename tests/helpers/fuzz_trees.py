@@ -52,7 +52,8 @@ class BaseFile:
     text_key: str = "output"  # the field holding the long text (for big / wrong-typed records)
 
 
-def _lines_file(rel: str, data: bytes, text_key: str = "output") -> BaseFile:
+def _lines_file(rel: str, data: bytes, text_key: str = "output", keep: int = 4) -> BaseFile:
+    data = b"".join(data.splitlines(keepends=True)[:keep])  # a few records: the trees stay cheap to scan
     spans, recs, pos = [], [], 0
     for line in data.split(b"\n"):
         if line.strip():
@@ -82,7 +83,7 @@ def _parquet_file(rel: str, recs: list[dict[str, Any]], text_key: str) -> BaseFi
     import pyarrow.parquet as pq
 
     buf = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(recs), buf, row_group_size=3, compression="zstd")
+    pq.write_table(pa.Table.from_pylist(recs), buf, row_group_size=2, compression="zstd")
     return BaseFile(rel, buf.getvalue(), "parquet", [], recs, text_key)
 
 
@@ -91,10 +92,10 @@ def build_base(nemo: bool = True) -> list[BaseFile]:
     v07 = (SAMPLES / "qwen35_xml_run_v07/rollout/3.jsonl").read_bytes()
     v09 = (SAMPLES / "qwen35_xml_run/rollout/5.jsonl").read_bytes()
     val = (SAMPLES / "qwen35_xml_run/validation/10.jsonl").read_bytes()
-    pq_recs = [json.loads(x) for x in (SAMPLES / "qwen35_xml_run/rollout/6.jsonl").read_text().splitlines()]
+    pq_recs = [json.loads(x) for x in (SAMPLES / "qwen35_xml_run/rollout/6.jsonl").read_text().splitlines()[:4]]
     tool_dir = SAMPLES / "verl_tool_run/verl_step_records/run1"
-    tool1 = json.loads((tool_dir / "fcl-step-1.json").read_text())[:5]
-    tool2 = json.loads((tool_dir / "fcl-step-2.json").read_text())[:5]
+    tool1 = json.loads((tool_dir / "fcl-step-1.json").read_text())[:3]
+    tool2 = json.loads((tool_dir / "fcl-step-2.json").read_text())[:3]
     oai = (SAMPLES / "openai_messages/agent_log.jsonl").read_bytes()
     base = [
         _lines_file("v07/rollout/3.jsonl", v07),
@@ -104,7 +105,7 @@ def build_base(nemo: bool = True) -> list[BaseFile]:
         _list_file("vtool/verl_step_records/run1/fcl-step-1.json", tool1, True, "response"),
         _list_file("vtool/verl_step_records/run1/fcl-step-2.json", tool2, False, "response"),
         _lines_file("oai/agent_log.jsonl", oai, "messages"),
-        _parquet_file("oaipq/agent_log.parquet", [json.loads(x) for x in oai.splitlines()[:6]], "messages"),
+        _parquet_file("oaipq/agent_log.parquet", [json.loads(x) for x in oai.splitlines()[5:9]], "messages"),
     ]
     if nemo:
         base.append(_lines_file("nemo/train_data_step1.jsonl",
@@ -176,8 +177,9 @@ def _replace_record(b: BaseFile, d: Damage, i: int, new: bytes, name: str) -> bo
 
 def _big_text(obj: dict[str, Any], key: str, size: int) -> dict[str, Any]:
     o = json.loads(json.dumps(obj))
-    filler = ("<tool_call>\n<function=search_web>\n<parameter=q>\nx\n</parameter>\n</function>\n</tool_call>\n"
-              * (size // 90 + 1))[:size]
+    call = "<tool_call>\n<function=search_web>\n<parameter=q>\nx\n</parameter>\n</function>\n</tool_call>\n"
+    text = "Searching the archive again before answering. " * 1000  # ~47 KB of prose between calls
+    filler = ((text + call) * (size // (len(text) + len(call)) + 1))[:size]
     if key == "messages" and isinstance(o.get("messages"), list) and o["messages"]:
         o["messages"][-1] = {"role": "assistant", "content": filler}
     elif key in o and isinstance(o[key], str):
@@ -489,7 +491,7 @@ def _moved_key(c: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(kv for kv in c if kv[0] not in _PLACE)
 
 
-def fuzz(n_trees: int, seed: int, work: Path, *, nemo: bool = True, big: int = 300_000, per_batch: int = 8,
+def fuzz(n_trees: int, seed: int, work: Path, *, nemo: bool = True, big: int = 300_000, per_batch: int = 16,
          log: Any = None) -> tuple[int, list[tuple[int, str, list[str]]], dict[str, int]]:
     """Build and judge ``n_trees`` seeded trees under ``work``, ``per_batch`` trees a scan; returns (trees
     judged, failures as (tree index, what the tree holds, findings), counts of mutation kinds). The trees of a
@@ -512,13 +514,12 @@ def fuzz(n_trees: int, seed: int, work: Path, *, nemo: bool = True, big: int = 3
         found = check_batch(trees, ref, work, batch)
         if any(found) and len(trees) > 1 and all(f == found[0] for f in found):  # charged to the whole batch
             found = []
+            shutil.rmtree(work / "alone", ignore_errors=True)
             for t in trees:
-                alone = work / "alone"
-                shutil.rmtree(alone, ignore_errors=True)
-                alone.mkdir()
-                t.root.rename(alone / t.root.name)
-                found.append(check_batch([Tree(alone / t.root.name, t.files, t.damage, t.specials)], ref, work,
-                                         alone)[0])
+                alone = work / "alone" / t.root.name  # its own batch (renamed: FIFOs and links move as they are)
+                alone.mkdir(parents=True)
+                t.root = t.root.rename(alone / t.root.name)
+                found.append(check_batch([t], ref, work, alone)[0])
         for k, (t, f) in enumerate(zip(trees, found, strict=True), start=first):
             if f:
                 failures.append((k, t.describe(), f))

@@ -167,9 +167,9 @@ def find_inputs(
                 try:
                     is_dir = x.is_dir()  # follows links
                     is_file = not is_dir and x.is_file()
-                except OSError as e:
-                    if x.name.lower().endswith(DATA_SUFFIXES):
-                        errors.append(IngestError(rel, None, f"cannot read: {e.strerror or e}; skipped"))
+                except OSError:
+                    if x.name.lower().endswith(DATA_SUFFIXES):  # a link loop, an unreadable entry: say which
+                        errors.append(IngestError(rel, None, f"{not_regular(x)}; skipped"))
                     continue
                 if is_dir:
                     subdirs.append(fp)

@@ -19,6 +19,8 @@ from trajlab.model import IngestError
 
 #: a candidate start of the next top-level record: a ``{`` after a list separator
 _NEXT_START = re.compile(r",\s*\{")
+#: where a record may start in damaged text (its separator may be gone): a ``{`` after ``,`` or ``}``
+_ANY_START = re.compile(r"[,}]\s*\{")
 _WS = " \t\r\n"
 _FIRST_KEY = re.compile(r'\s*"((?:[^"\\]|\\.){0,200})"\s*:')
 
@@ -41,6 +43,7 @@ def salvage_json_list(rel: str, text: str, msg: str, lineno: int | None, colno: 
         return
     i, n, bad = first + 1, 0, 0
     keys: list[frozenset[str]] = []  # key sets of the records read, to recognise the next one after damage
+    first_keys: set[str] = set()  # the key each of them opens with, to count the records in an unread rest
 
     def looks_like_record(obj: Any) -> bool:
         return is_record(obj) or (isinstance(obj, dict) and frozenset(obj) in keys)
@@ -63,7 +66,7 @@ def salvage_json_list(rel: str, text: str, msg: str, lineno: int | None, colno: 
             why = _reason(e, text, i)
             nxt = _next_record(dec, text, i + 1, looks_like_record)
             if nxt is None:
-                yield _unreadable_rest(rel, text, i, n, why, keys, n - bad)
+                yield _unreadable_rest(rel, text, i, n, why, n - bad, first_keys)
                 return
             yield IngestError(rel, n, f"record {n} of the JSON list cannot be read ({why}); skipped, reading "
                                       "resumed at the next record")
@@ -72,6 +75,7 @@ def salvage_json_list(rel: str, text: str, msg: str, lineno: int | None, colno: 
         n += 1
         if isinstance(obj, dict) and len(keys) < 16 and frozenset(obj) not in keys:
             keys.append(frozenset(obj))
+            first_keys.add(next(iter(obj), ""))
         yield n, obj
         i = end
     if not bad:  # it parsed record by record: the whole-list failure was elsewhere (e.g. after the ']')
@@ -102,19 +106,21 @@ def _next_record(dec: json.JSONDecoder, text: str, start: int, looks_like_record
     return None
 
 
-def _unreadable_rest(rel: str, text: str, i: int, n: int, why: str, keys: list[frozenset[str]],
-                     kept: int) -> IngestError:
-    """The error for damage at record ``n`` (at ``i``) that no later record boundary recovers from."""
+def _unreadable_rest(rel: str, text: str, i: int, n: int, why: str,
+                     kept: int, first_keys: set[str]) -> IngestError:
+    """The error for damage at record ``n`` (at ``i``) that no later record boundary recovers from; it counts
+    the records in the unread rest by their starts (an object opening with the first key of the records read)."""
     rest = text[i:]
-    starts = 1 + len(_NEXT_START.findall(rest))
-    if keys:  # count the starts of objects shaped like the records read (nested objects have other keys)
-        first_keys = {k for ks in keys for k in ks}
-        starts = max(1, sum(1 for m in _NEXT_START.finditer(rest) if _opens_with_key(rest, m.end(), first_keys))
-                     + (1 if rest.startswith("{") else 0))
-    if starts == 1 and "]" not in rest.rstrip()[-1:]:
+    if first_keys:
+        starts = sum(1 for m in _ANY_START.finditer(rest) if _opens_with_key(rest, m.end(), first_keys))
+        starts += 1 if rest.startswith("{") else 0
+    else:
+        starts = 1 + len(_ANY_START.findall(rest))
+    starts = max(1, starts)
+    if starts == 1 and not rest.rstrip().endswith("]"):
         return IngestError(rel, n, f"record {n} of the JSON list is cut short at the end of the file ({why}; "
-                                   f"{len(rest):,} bytes; the writer probably died mid-write); kept the {kept} complete records "
-                                   "before it")
+                                   f"{len(rest):,} bytes; the writer probably died mid-write); kept the {kept} complete "
+                                   "records before it")
     return IngestError(rel, n, f"record {n} of the JSON list cannot be read ({why}) and no record boundary follows: "
                                f"the last {len(rest):,} bytes, about {starts} record(s) by their starts, not read; kept the "
                                f"{kept} complete records before it")
