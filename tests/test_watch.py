@@ -181,3 +181,29 @@ def test_a_trip_settles_the_file_being_written_and_keeps_its_last_record(tmp_pat
     trip_file = f"exp/rollout/{result.trips[0].noticed_step}.jsonl"
     assert per_file[trip_file] == 8  # the record being written when it tripped is kept
     assert all(n == 8 for f, n in per_file.items() if "/rollout/" in f)
+
+
+def test_sql_says_how_old_a_watch_publish_is_and_whether_the_watch_still_runs(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """After ``watch`` is killed (-9), ``sql`` on its OUT serves the last publish: it says so, with its age; while
+    the watch runs it says the tables are the running watch's last publish; a later ``scan`` into OUT ends it."""
+    run = make_run(tmp_path / "exp", steps=4, rot_from=99)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "trajlab", "watch", str(run), "-o", str(out), "--interval", "0.2",
+                             "--publish-every", "0.5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / ".watch" / "published.json").is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        capfd.readouterr()
+        assert main(["sql", str(out), "SELECT count(*) AS n FROM trajectories"]) == 0
+        assert "last publish of the running `trajlab watch`" in capfd.readouterr().err
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    assert main(["sql", str(out), "SELECT count(*) AS n FROM trajectories"]) == 0
+    err = capfd.readouterr().err
+    assert "no longer running" in err and " ago" in err and "UTC" in err
+    scan([run], out, ScanOptions(jobs=1), progress=False)  # the tables are a scan's now, not the dead watch's
+    assert main(["sql", str(out), "SELECT count(*) AS n FROM trajectories"]) == 0
+    assert "watch" not in capfd.readouterr().err
