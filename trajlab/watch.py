@@ -374,14 +374,49 @@ class Watcher:
 
     def settle(self, sleep: Callable[[float], None] = time.sleep) -> None:
         """Before a trip writes the tables: keep looking while some file holds a half-written last line or is
-        still changing (:meth:`pending`), so the record being written when it tripped is read whole, not
-        reported as a truncated line. Bounded: a file unchanged for ``settle`` seconds no longer counts as
-        pending (a writer that died mid-line), and the whole wait lasts at most that long (a writer that never
-        pauses)."""
+        still changing (:meth:`pending`, or a file not looked at yet whose last line has no newline and changed
+        recently), so the record being written when it tripped is read whole, not reported as a truncated line.
+        Bounded: a file unchanged for ``settle`` seconds no longer counts (a writer that died mid-line), and the
+        whole wait lasts at most that long (a writer that never pauses)."""
         deadline = time.monotonic() + max(3 * self.opts.interval, self.opts.settle)
-        while self.pending() and time.monotonic() < deadline:
+        while (self.pending() or self.cut_lines()) and time.monotonic() < deadline:
             sleep(self.opts.interval)
             self.poll()  # trips it finds are recorded (each run trips once per reason)
+
+    def cut_lines(self, published: bool = False) -> bool:
+        """Whether a JSON-lines input ends without a newline and changed within the settle time (a writer is in
+        the middle of its last line); with ``published``, only those the tables in OUT report as truncated."""
+        if published:
+            import pyarrow.parquet as pq
+
+            try:
+                errs = pq.read_table(self.out / "ingest_errors.parquet", columns=["source_path", "reason"])
+            except (OSError, ValueError):
+                return False
+            cut = {r["source_path"] for r in errs.to_pylist() if r["reason"].startswith("truncated last line")}
+            paths = [f.info.path for rel, f in self.files.items() if rel in cut]
+        else:
+            paths = [f.info.path for f in self.files.values()]
+            paths += [i.path for i in find_inputs(list(self.opts.paths), self.opts.runs)[0]
+                      if i.rel not in self.files]
+        settle = max(3 * self.opts.interval, self.opts.settle)
+        for p in paths:
+            if p.suffix.lower() in (".parquet", ".json"):
+                continue
+            try:
+                with open(p, "rb") as fh:
+                    st = os.fstat(fh.fileno())
+                    if not st.st_size:
+                        continue
+                    fh.seek(st.st_size - 1)
+                    last = fh.read(1)
+            except OSError:
+                continue
+            if published and last == b"\n":
+                return True  # the tables hold a line cut that the file has completed since
+            if not published and last != b"\n" and time.time() - st.st_mtime < settle:
+                return True
+        return False
 
     def publish(self) -> Any:
         """Make OUT a complete scan output of what is on disk: :func:`trajlab.scan.scan` into OUT, which reads
@@ -442,6 +477,11 @@ def watch(opts: WatchOptions, emit: Callable[[StepLine], None] | None = None,
         stopped = "interrupted"
     try:
         summary = w.publish()
+        for _ in range(3 if stopped == "trip" else 0):  # a line completed while the trip published: once more
+            if not w.cut_lines(published=True):
+                break
+            w.settle(sleep)
+            summary = w.publish()
     except KeyboardInterrupt:  # a second Ctrl-C during the final publish: OUT keeps its last complete state
         summary = None
     finally:
