@@ -198,3 +198,13 @@ def test_link_to_a_device_is_named(tmp_path: Path, capfd: Any) -> None:
     assert why["rollout/7.jsonl"] == "a named pipe (FIFO), not a regular file; skipped"
     assert why["rollout/8.jsonl"].startswith("broken symbolic link")
     assert why["rollout/9.jsonl"].startswith("symbolic link loop")
+
+
+def test_verl_tool_record_heading_a_verl_jsonl_file(tmp_path: Path, capfd: Any) -> None:
+    """Found by the fuzz run: a verl-tool record first made the whole JSON-lines file read as one JSON list."""
+    tool = json.loads(TOOL.read_text())[0]
+    (tmp_path / "in" / "validation").mkdir(parents=True)
+    (tmp_path / "in" / "validation" / "10.jsonl").write_bytes(json.dumps(tool).encode() + b"\n" + V09.read_bytes())
+    rows, errs = _scan(capfd, tmp_path / "in", tmp_path / "out")
+    assert sorted(r["source_format"] for r in rows) == ["verl_jsonl"] * 8 + ["verl_tool_json"]
+    assert sorted(r["source_line"] for r in rows) == list(range(1, 10)) and not errs

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from trajlab.ingest import verl_tool
 from trajlab.ingest.detect import BOM, FORMATS, format_of, loads_line
 from trajlab.ingest.plan import FileTask
 from trajlab.ingest.salvage import salvage_json_list
@@ -23,7 +22,7 @@ def iter_records(task: FileTask) -> Iterator[RawTrajectory | IngestError]:
     unexpected failure on one record costs that record only, one on the file (unreadable) the file only."""
     mod = FORMATS[task.fmt]
     try:
-        if task.fmt == verl_tool.FORMAT or task.container == "list":
+        if task.container == "list":
             yield from _iter_json_list(task, mod)
         elif task.container == "parquet" or Path(task.path).suffix.lower() == ".parquet":
             yield from _iter_parquet(task, mod)
