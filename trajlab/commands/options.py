@@ -22,7 +22,8 @@ TOOL_FORMAT_NAMES: tuple[str, ...] = ("qwen3_coder", "hermes", "glm45", "glm47",
                                      "react")
 
 #: the input formats ``--format`` accepts in ``scan`` and ``watch``
-INPUT_FORMAT_NAMES: tuple[str, ...] = ("auto", "verl_jsonl", "verl_tool_json", "openai_messages")
+INPUT_FORMAT_NAMES: tuple[str, ...] = ("auto", "verl_jsonl", "verl_tool_json", "openai_messages", "nemo_rl_jsonl",
+                                       "trl_completions", "skyrl_eval_jsonl", "slime_pt")
 
 
 def json_option(help: str = "Print as JSON.") -> Any:
