@@ -172,7 +172,7 @@ def find_inputs(
                     is_file = not is_dir and x.is_file()
                 except OSError:
                     if x.name.lower().endswith(DATA_SUFFIXES):  # a link loop, an unreadable entry: say which
-                        errors.append(IngestError(rel, None, f"{not_regular(x)}; skipped"))
+                        errors.append(IngestError(rel, None, f"{not_regular(Path(x.path))}; skipped"))
                     continue
                 if is_dir:
                     subdirs.append(fp)
@@ -183,7 +183,7 @@ def find_inputs(
                         compressed.append(rel)  # a dump a user compressed: not read, but said so
                     continue
                 if not is_file:
-                    errors.append(IngestError(rel, None, f"{not_regular(x)}; skipped"))
+                    errors.append(IngestError(rel, None, f"{not_regular(Path(x.path))}; skipped"))
                     continue
                 if x.name in MODEL_SIDE_FILES or x.name.endswith(_MODEL_SIDE_SUFFIXES) or (
                         model and x.name.lower().endswith(".json") and not _DUMP_JSON_NAME.fullmatch(x.name)):
