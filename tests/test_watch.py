@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from helpers.scan_runs import make_run
 
@@ -158,3 +159,58 @@ def test_a_restarted_watch_classifies_again_and_its_publish_reuses_the_scan_cach
     assert not (tmp_path / "out" / ".watch" / "stale").exists()
     assert sorted(x.step for x in lines if x.split == "train") == list(range(1, 9))
     assert result.summary.files_reused == 9 and _tables(tmp_path / "out") == before
+
+
+def test_a_trip_settles_the_file_being_written_and_keeps_its_last_record(tmp_path: Path) -> None:
+    """A writer that writes each step file's last line in two parts (as a buffered writer can): the trip comes
+    while a last line is half-written; the half line is pending, never an error, and watch settles the files it
+    is reading before the trip writes the tables, so the record being written is in OUT."""
+    staged = make_run(tmp_path / "staged" / "exp", steps=14, rot_from=6)
+    live = tmp_path / "live" / "exp"
+    plan = []
+    for p in sorted(staged.rglob("*.jsonl"), key=lambda p: (int(p.stem), p.parent.name)):
+        data = p.read_bytes()  # every file: its last line cut in the middle, the rest after a pause
+        plan.append((str(p), str(live / p.relative_to(staged)), len(data) - 60, 0.8))
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, json.dumps(plan)])
+    try:
+        result = watch(WatchOptions(paths=[live.parent], out=tmp_path / "out", interval=0.1, publish_every=30.0,
+                                    settle=5.0))
+    finally:
+        writer.kill()
+        writer.wait(timeout=60)
+    assert result.stopped == "trip"
+    errors = pq.read_table(tmp_path / "out" / "ingest_errors.parquet").to_pylist()
+    assert not [e for e in errors if "truncated" in e["reason"] or "invalid JSON" in e["reason"]], errors
+    traj = pq.read_table(tmp_path / "out" / "trajectories.parquet", columns=["source_path"]).to_pylist()
+    per_file = {}
+    for r in traj:
+        per_file[r["source_path"]] = per_file.get(r["source_path"], 0) + 1
+    trip_file = f"exp/rollout/{result.trips[0].noticed_step}.jsonl"
+    assert per_file[trip_file] == 8  # the record being written when it tripped is kept
+    assert all(n == 8 for f, n in per_file.items() if "/rollout/" in f)
+
+
+def test_sql_says_how_old_a_watch_publish_is_and_whether_the_watch_still_runs(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """After ``watch`` is killed (-9), ``sql`` on its OUT serves the last publish: it says so, with its age; while
+    the watch runs it says the tables are the running watch's last publish; a later ``scan`` into OUT ends it."""
+    run = make_run(tmp_path / "exp", steps=4, rot_from=99)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "trajlab", "watch", str(run), "-o", str(out), "--interval", "0.2",
+                             "--publish-every", "0.5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / ".watch" / "published.json").is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        capfd.readouterr()
+        assert main(["sql", str(out), "SELECT count(*) AS n FROM trajectories"]) == 0
+        assert "last publish of the running `trajlab watch`" in capfd.readouterr().err
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    assert main(["sql", str(out), "SELECT count(*) AS n FROM trajectories"]) == 0
+    err = capfd.readouterr().err
+    assert "no longer running" in err and " ago" in err and "UTC" in err
+    scan([run], out, ScanOptions(jobs=1), progress=False)  # the tables are a scan's now, not the dead watch's
+    assert main(["sql", str(out), "SELECT count(*) AS n FROM trajectories"]) == 0
+    assert "watch" not in capfd.readouterr().err

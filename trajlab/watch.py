@@ -24,6 +24,7 @@ report and trip, publish) whose steps share its per-file state; its storage is i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -41,7 +42,15 @@ from trajlab.ingest.fields import step_from_name
 from trajlab.outpaths import prepare_out_dir
 from trajlab.scan.options import ScanOptions, WorkerOptions, worker_options
 from trajlab.trends import aggregate_steps, early_warning, tripped_runs
-from trajlab.watch_store import WATCH_DIR, file_dir, range_dir, range_table, reid_ranges
+from trajlab.watch_store import (
+    WATCH_DIR,
+    file_dir,
+    range_dir,
+    range_table,
+    record_publish,
+    reid_ranges,
+    watching,
+)
 
 #: environment variables set for ``--on-trip CMD``
 TRIP_ENV = ("TRAJLAB_RUN", "TRAJLAB_STEP", "TRAJLAB_RATE", "TRAJLAB_REASON", "TRAJLAB_OUT")
@@ -175,6 +184,8 @@ class Watcher:
         self.last_data = time.monotonic()
         # refuse a user's directory (or one inside the inputs) before anything is written; marks OUT as trajlab's
         prepare_out_dir(self.out, kind="scan", inputs=[*opts.paths, *opts.runs.values()])
+        self.lock = contextlib.ExitStack()  # OUT's watch lock, held until close(): readers see the watch runs
+        self.lock.enter_context(watching(self.out))
         shutil.rmtree(self.out / WATCH_DIR, ignore_errors=True)  # ranges of an earlier watch: classified again
 
     # -- looking at the directory ----------------------------------------------------------------------
@@ -363,12 +374,63 @@ class Watcher:
         return any(f.seen and f.fmt and (f.consumed != f.seen[0] or (f.whole and f.stable != f.seen))
                    and now - f.changed_at < settle for f in self.files.values())
 
+    def close(self) -> None:
+        """Release OUT's watch lock (the watch is over)."""
+        self.lock.close()
+
+    def settle(self, sleep: Callable[[float], None] = time.sleep) -> None:
+        """Before a trip writes the tables: keep looking while some file holds a half-written last line or is
+        still changing (:meth:`pending`, or a file not looked at yet whose last line has no newline and changed
+        recently), so the record being written when it tripped is read whole, not reported as a truncated line.
+        Bounded: a file unchanged for ``settle`` seconds no longer counts (a writer that died mid-line), and the
+        whole wait lasts at most that long (a writer that never pauses)."""
+        deadline = time.monotonic() + max(3 * self.opts.interval, self.opts.settle)
+        while (self.pending() or self.cut_lines()) and time.monotonic() < deadline:
+            sleep(self.opts.interval)
+            self.poll()  # trips it finds are recorded (each run trips once per reason)
+
+    def cut_lines(self, published: bool = False) -> bool:
+        """Whether a JSON-lines input ends without a newline and changed within the settle time (a writer is in
+        the middle of its last line); with ``published``, only those the tables in OUT report as truncated."""
+        if published:
+            import pyarrow.parquet as pq
+
+            try:
+                errs = pq.read_table(self.out / "ingest_errors.parquet", columns=["source_path", "reason"])
+            except (OSError, ValueError):
+                return False
+            cut = {r["source_path"] for r in errs.to_pylist() if r["reason"].startswith("truncated last line")}
+            paths = [f.info.path for rel, f in self.files.items() if rel in cut]
+        else:
+            paths = [f.info.path for f in self.files.values()]
+            paths += [i.path for i in find_inputs(list(self.opts.paths), self.opts.runs)[0]
+                      if i.rel not in self.files]
+        settle = max(3 * self.opts.interval, self.opts.settle)
+        for p in paths:
+            if p.suffix.lower() in (".parquet", ".json"):
+                continue
+            try:
+                with open(p, "rb") as fh:
+                    st = os.fstat(fh.fileno())
+                    if not st.st_size:
+                        continue
+                    fh.seek(st.st_size - 1)
+                    last = fh.read(1)
+            except OSError:
+                continue
+            if published and last == b"\n":
+                return True  # the tables hold a line cut that the file has completed since
+            if not published and last != b"\n" and time.time() - st.st_mtime < settle:
+                return True
+        return False
+
     def publish(self) -> Any:
         """Make OUT a complete scan output of what is on disk: :func:`trajlab.scan.scan` into OUT, which reads
         again only the files its cache does not hold unchanged (those new or grown since the last publish)."""
         from trajlab.scan import scan
 
         summary = scan(list(self.opts.paths), self.out, self.scan_request, progress=False)
+        record_publish(self.out)
         self.dirty = False
         self.last_publish = time.monotonic()
         return summary
@@ -409,6 +471,7 @@ def watch(opts: WatchOptions, emit: Callable[[StepLine], None] | None = None,
             trips = w.poll()
             if trips and not opts.keep_watching:
                 stopped = "trip"
+                w.settle(sleep)
                 break
             if w.dirty and not w.pending() and time.monotonic() - w.last_publish >= opts.publish_every:
                 w.publish()
@@ -420,8 +483,15 @@ def watch(opts: WatchOptions, emit: Callable[[StepLine], None] | None = None,
         stopped = "interrupted"
     try:
         summary = w.publish()
+        for _ in range(3 if stopped == "trip" else 0):  # a line completed while the trip published: once more
+            if not w.cut_lines(published=True):
+                break
+            w.settle(sleep)
+            summary = w.publish()
     except KeyboardInterrupt:  # a second Ctrl-C during the final publish: OUT keeps its last complete state
         summary = None
+    finally:
+        w.close()
     return WatchResult(stopped, w.trips, w.lines, summary, sum(1 for f in w.files.values() if f.chunks),
                        sum(f.chunks for f in w.files.values()), unprinted=w.unprinted)
 

@@ -5,19 +5,100 @@ One directory per input file, one unit directory per range, in the scan's part-f
 :func:`read_arrow` / :func:`write_arrow` are watch's one pair of Arrow IPC helpers, :func:`reid_ranges` recomputes
 the ids of a file's earlier ranges when it grew (a ``trajectory_id`` hashes the file's content), and
 :func:`range_table` reads one table of one range back.
+
+It also says how fresh OUT is: a watch holds an OS lock on ``OUT/.trajlab-watch-lock`` for its whole life
+(:func:`watching`, released even by ``kill -9``) and records each publish (``OUT/.watch/published.json``), so
+:func:`publish_note` can tell a reader of OUT (``trajlab sql``) when the tables were published and whether the
+watch that wrote them still runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trajlab.atomic import atomic_path
+from trajlab.atomic import atomic_path, atomic_write_json
+from trajlab.errors import TrajlabError
 from trajlab.scan.ids import trajectory_id
 from trajlab.scan.parts import PART_TABLES, part_path
 
 WATCH_DIR = ".watch"
+WATCH_LOCK = ".trajlab-watch-lock"
+_PUBLISHED = "published.json"
+
+
+@contextlib.contextmanager
+def watching(out: Path) -> Iterator[None]:
+    """Hold OUT's watch lock while a watch runs (a second watch into the same OUT gets a one-line error)."""
+    import fcntl
+
+    fd = os.open(Path(out) / WATCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise TrajlabError(f"{out}: another trajlab watch is writing into this directory",
+                               hint="stop it first, or watch into another directory") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def record_publish(out: Path) -> None:
+    """Note that the tables now in OUT are a watch's publish (the manifest's modification time identifies it)."""
+    try:
+        mtime = (Path(out) / "manifest.json").stat().st_mtime_ns
+    except OSError:
+        return
+    atomic_write_json(Path(out) / WATCH_DIR / _PUBLISHED, {"manifest_mtime_ns": mtime})
+
+
+def _watch_running(out: Path) -> bool:
+    import fcntl
+
+    try:
+        fd = os.open(Path(out) / WATCH_LOCK, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _ago(seconds: float) -> str:
+    s = max(0, int(seconds))
+    return f"{s} s" if s < 120 else f"{s // 60} min" if s < 7200 else f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def publish_note(out: Path | str) -> str | None:
+    """How fresh OUT's tables are when a ``trajlab watch`` published them (None: they are not a watch's publish,
+    e.g. a later ``trajlab scan`` replaced them): when, how long ago, and whether that watch still runs."""
+    out = Path(out)
+    try:
+        rec = json.loads((out / WATCH_DIR / _PUBLISHED).read_text())
+        st = (out / "manifest.json").stat()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or rec.get("manifest_mtime_ns") != st.st_mtime_ns:
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(st.st_mtime))
+    age = _ago(time.time() - st.st_mtime)
+    if _watch_running(out):
+        return f"tables as of the last publish of the running `trajlab watch` ({when}, {age} ago)"
+    return (f"these tables are the last publish of a `trajlab watch` that is no longer running ({when}, {age} "
+            "ago): data written since is not in them; `trajlab scan` the run again to bring them up to date")
 
 
 def file_dir(out: Path, rel: str) -> Path:

@@ -123,7 +123,7 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from trajlab import query as q
-        from trajlab.console import console, err_console
+        from trajlab.console import console, err_console, warn
         from trajlab.errors import TrajlabError
 
         output = opt.pick_out(out_file, output)
@@ -134,6 +134,11 @@ def register(app: typer.Typer) -> None:
                                    "csv, json, jsonl or parquet")
         if fmt not in FORMATS:
             raise TrajlabError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        from trajlab.watch_store import publish_note
+
+        note = publish_note(out)  # tables a watch published: how old they are, and whether it still runs
+        if note:
+            warn(note)
         if query is None:
             if fmt != "table" or output is not None:
                 raise TrajlabError("--format/-o need a QUERY")

@@ -105,14 +105,15 @@ def _sniff_lines(path: Path) -> tuple[list[Any], list[bytes]]:
             elif line.strip():
                 obj, _ = loads_line(line.decode("utf-8", "replace"))
                 objs.append(obj)
-                if _format_of(obj):
+                if format_of(obj):
                     break
             if read > DETECT_BYTES:
                 break
     return objs, heads
 
 
-def _format_of(obj: Any) -> str | None:
+def format_of(obj: Any) -> str | None:
+    """The known format whose record shape ``obj`` has (detection's strict test), or None."""
     if nemo_rl.looks_like(obj):
         return nemo_rl.FORMAT
     if verl_jsonl.looks_like(obj):
@@ -175,7 +176,7 @@ def detect_format(path: Path) -> tuple[str | None, str]:
             head = f.read(4096).removeprefix(BOM).lstrip()
         if container_of(path) == "list":
             first = _first_list_element(path)
-            return (_format_of(first) if isinstance(first, dict) and _format_of(first) else verl_tool.FORMAT), ""
+            return (format_of(first) if isinstance(first, dict) and format_of(first) else verl_tool.FORMAT), ""
         objs, long_heads = _sniff_lines(path)
         if suffix == ".json" and head.startswith(b"{") and all(o is None for o in objs):
             return None, _single_object_reason(path)
@@ -184,7 +185,7 @@ def detect_format(path: Path) -> tuple[str | None, str]:
     except Exception as e:  # pyarrow raises several types for a corrupt Parquet file
         return None, f"cannot read file: {type(e).__name__}: {e}"
     for o in objs:
-        fmt = _format_of(o)
+        fmt = format_of(o)
         if fmt:
             return fmt, ""
     for h in long_heads:  # only lines too long to parse here: judge them by the keys near their start

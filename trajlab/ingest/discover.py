@@ -7,6 +7,7 @@ entries become :class:`~trajlab.model.IngestError` rows.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -100,7 +101,7 @@ def find_inputs(
             errors.append(IngestError(shown, None, f"cannot read: {e.strerror or e}"))
             continue
         if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
-            errors.append(IngestError(shown, None, "not a regular file or directory (a pipe or device?); skipped"))
+            errors.append(IngestError(shown, None, f"{not_regular(p, 'a regular file or directory')}; skipped"))
             continue
         roots.append(p)
         names.append(None)
@@ -173,9 +174,9 @@ def find_inputs(
                 try:
                     is_dir = x.is_dir()  # follows links
                     is_file = not is_dir and x.is_file()
-                except OSError as e:
-                    if x.name.lower().endswith(DATA_SUFFIXES):
-                        errors.append(IngestError(rel, None, f"cannot read: {e.strerror or e}; skipped"))
+                except OSError:
+                    if x.name.lower().endswith(DATA_SUFFIXES):  # a link loop, an unreadable entry: say which
+                        errors.append(IngestError(rel, None, f"{not_regular(Path(x.path))}; skipped"))
                     continue
                 if is_dir:
                     subdirs.append(fp)
@@ -186,8 +187,7 @@ def find_inputs(
                         compressed.append(rel)  # a dump a user compressed: not read, but said so
                     continue
                 if not is_file:
-                    why = "broken symbolic link or link loop" if x.is_symlink() else "not a regular file"
-                    errors.append(IngestError(rel, None, f"{why}; skipped"))
+                    errors.append(IngestError(rel, None, f"{not_regular(Path(x.path))}; skipped"))
                     continue
                 if x.name in MODEL_SIDE_FILES or x.name.endswith(_MODEL_SIDE_SUFFIXES) or (
                         model and x.name.lower().endswith(".json") and not _DUMP_JSON_NAME.fullmatch(x.name)):
@@ -284,3 +284,21 @@ def _checkpoint_shape(d: Path, names: set[str]) -> str | None:
         if isinstance(cfg, dict) and ("model_type" in cfg or "architectures" in cfg):
             return "a model checkpoint"
     return None
+
+
+_SPECIAL_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def not_regular(path: Path, expected: str = "a regular file") -> str:
+    """What a path that is not ``expected`` is, said plainly: a broken symbolic link, a link loop, a named
+    pipe, a device or a socket, and through a link which of them it points to."""
+    link = path.is_symlink()
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "broken symbolic link (its target does not exist)" if link else "path does not exist"
+    except OSError as e:
+        return "symbolic link loop" if e.errno == errno.ELOOP else f"cannot read: {e.strerror or e}"
+    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "an unknown kind of file")
+    return f"{'symbolic link to ' if link else ''}{kind}, not {expected}"

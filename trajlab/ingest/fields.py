@@ -106,33 +106,3 @@ def _clean(v: Any) -> Any:
     if isinstance(v, list):
         return [_clean(x) for x in v]
     return v
-
-
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
-def may_hold_surrogates(raw: bytes) -> bool:
-    """Whether JSON text has a ``\\ud800``-``\\udfff`` escape (a lone one decodes to an unencodable str)."""
-    return b"\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None
-
-
-def replace_lone_surrogates(v: Any) -> tuple[Any, bool]:
-    """``v`` with every lone UTF-16 surrogate in its strings replaced by U+FFFD, and whether any was."""
-    if isinstance(v, str):
-        try:
-            v.encode("utf-8")
-            return v, False
-        except UnicodeEncodeError:
-            return v.encode("utf-16", "surrogatepass").decode("utf-16", "replace"), True
-    if isinstance(v, dict):
-        out, changed = {}, False
-        for k, x in v.items():
-            k2, c1 = replace_lone_surrogates(k)
-            x2, c2 = replace_lone_surrogates(x)
-            out[k2] = x2
-            changed = changed or c1 or c2
-        return out, changed
-    if isinstance(v, list):
-        items = [replace_lone_surrogates(x) for x in v]
-        return [x for x, _ in items], any(c for _, c in items)
-    return v, False

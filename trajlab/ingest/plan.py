@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from trajlab.ingest import nemo_rl, openai_messages, verl_jsonl, verl_tool
+from trajlab.ingest import nemo_rl, openai_messages, verl_jsonl
 from trajlab.ingest.detect import container_of
 from trajlab.ingest.discover import display_name
 from trajlab.ingest.fields import step_from_name
@@ -60,7 +60,7 @@ def plan_tasks(path: Path, rel: str, fmt: str, chunk_bytes: int = CHUNK_BYTES, *
     size = path.stat().st_size
     split = split_from_path(inner if inner is not None else rel)
     step = step_from_name(display_name(path.name))
-    container = "list" if fmt == verl_tool.FORMAT else container_of(path)
+    container = container_of(path)  # how records sit; a JSON-lines file headed by a verl-tool record stays lines
     if fmt not in (verl_jsonl.FORMAT, openai_messages.FORMAT, nemo_rl.FORMAT) or container != "lines" or size <= chunk_bytes:
         return [FileTask(str(path), rel, fmt, split, step, 0, size, 1, 0, run, container, tokenizer)]
     tasks: list[FileTask] = []

@@ -1,81 +1,132 @@
-"""Salvage of a JSON list that does not parse whole: keep every readable record before (and after) the damage."""
+"""Salvage of a JSON list that does not parse whole: read it record by record, resynchronise at the next record
+boundary after each damaged record, and account for every record (kept, or named by an error).
+
+A damaged record (a flipped byte, a raw control character, a record nested too deeply, a cut) costs only itself:
+reading resumes at the next ``, {`` whose object parses whole, has the shape of a record (``is_record``: a known
+format, or the keys of the records read so far) and is followed by ``,`` or ``]`` -- so an object nested inside
+the damaged record is never mistaken for the next one. Where no such boundary follows (a list cut short by a
+writer that died, damage that runs to the end), the error says how many records, by their starts, were not read.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from trajlab.model import IngestError
 
+#: a candidate start of the next top-level record: a ``{`` after a list separator
+_NEXT_START = re.compile(r",\s*\{")
+#: where a record may start in damaged text (its separator may be gone): a ``{`` after ``,`` or ``}``
+_ANY_START = re.compile(r"[,}]\s*\{")
+_WS = " \t\r\n"
+_FIRST_KEY = re.compile(r'\s*"((?:[^"\\]|\\.){0,200})"\s*:')
 
-def salvage_json_list(rel: str, text: str, msg: str, lineno: int | None,
-                      colno: int | None) -> Iterator[tuple[int, dict[str, Any]] | IngestError]:
-    """A JSON list that does not parse whole (cut short by a crashed writer, or one record that cannot be read):
-    keep every readable record; a record that cannot be read is reported and skipped when its end can be found.
 
-    Yields ``(record index, record)`` for each readable JSON object (1-based, in file order; the caller converts
-    it) and an :class:`~trajlab.model.IngestError` of file ``rel`` for each problem, in the order met. ``msg``,
-    ``lineno`` and ``colno`` describe why the whole list did not parse.
+def salvage_json_list(rel: str, text: str, msg: str, lineno: int | None, colno: int | None,
+                      is_record: Callable[[Any], bool] = lambda obj: isinstance(obj, dict),
+                      ) -> Iterator[tuple[int, Any] | IngestError]:
+    """Every readable record of a JSON list that does not parse whole, and an error per damaged record.
+
+    Yields ``(record index, value)`` for each element that parses (1-based, in file order; the caller converts
+    it and reports a non-object) and an :class:`~trajlab.model.IngestError` of file ``rel`` for each damaged
+    record (its index in ``line``) and for damage that cannot be resynchronised (how many records were not
+    read). ``msg``, ``lineno`` and ``colno`` describe why the whole list did not parse; ``is_record`` tells a
+    top-level record from an object nested in one when looking for the next record boundary.
     """
     dec = json.JSONDecoder()
-    i = text.find("[") + 1
-    n = 0
-    bad = 0
+    first = text.find("[")
+    if first < 0:
+        yield IngestError(rel, None, f"invalid JSON list ({msg}): no '[' found; nothing read")
+        return
+    i, n, bad = first + 1, 0, 0
+    keys: list[frozenset[str]] = []  # key sets of the records read, to recognise the next one after damage
+    first_keys: set[str] = set()  # the key each of them opens with, to count the records in an unread rest
+
+    def looks_like_record(obj: Any) -> bool:
+        return is_record(obj) or (isinstance(obj, dict) and frozenset(obj) in keys)
+
     while True:
-        while i < len(text) and text[i] in " \t\r\n,":
+        while i < len(text) and (text[i] in _WS or text[i] == ","):
             i += 1
-        if i >= len(text) or text[i] == "]":
+        if i >= len(text):
+            if not bad:  # every record whole, only the closing bracket missing
+                yield IngestError(rel, None, f"JSON list ends without ']' after record {n} (file cut short?); "
+                                             f"all {n} records kept")
+            return
+        if text[i] == "]":
             break
         try:
-            obj, i = dec.raw_decode(text, i)
-        except json.JSONDecodeError:
-            break
-        except (ValueError, RecursionError) as e:
+            obj, end = dec.raw_decode(text, i)
+        except (ValueError, RecursionError) as e:  # JSONDecodeError, a huge integer literal, nesting too deep
             n += 1
             bad += 1
-            yield IngestError(rel, n, f"record {n} cannot be read ({type(e).__name__}); skipped")
-            j = _next_record_start(text, i)
-            if j is None:
-                break
-            i = j
+            why = _reason(e, text, i)
+            nxt = _next_record(dec, text, i + 1, looks_like_record)
+            if nxt is None:
+                yield _unreadable_rest(rel, text, i, n, why, n - bad, first_keys)
+                return
+            yield IngestError(rel, n, f"record {n} of the JSON list cannot be read ({why}); skipped, reading "
+                                      "resumed at the next record")
+            i = nxt
             continue
         n += 1
-        if isinstance(obj, dict):
-            yield n, obj
-    where = f" at line {lineno} column {colno}" if lineno is not None else ""
-    if i < len(text) and text[i] == "]":
-        if not bad:
-            yield IngestError(rel, None, f"JSON list not readable whole ({msg}); records read one by one")
-        return
-    yield IngestError(
-        rel, n + 1,
-        f"invalid JSON list ({msg}{where}); kept the {n - bad} complete records before it",
-    )
+        if isinstance(obj, dict) and len(keys) < 16 and frozenset(obj) not in keys:
+            keys.append(frozenset(obj))
+            first_keys.add(next(iter(obj), ""))
+        yield n, obj
+        i = end
+    if not bad:  # it parsed record by record: the whole-list failure was elsewhere (e.g. after the ']')
+        where = f" at line {lineno} column {colno}" if lineno is not None else ""
+        yield IngestError(rel, None, f"JSON list not readable whole ({msg}{where}); records read one by one")
 
 
-def _next_record_start(text: str, i: int) -> int | None:
-    """Where the next top-level record of a JSON list starts after an unreadable one at ``i`` (a ``},{``
-    boundary at depth 1, found by counting brackets outside strings), or None."""
-    depth = 0
-    in_str = esc = False
-    for j in range(i, len(text)):
-        c = text[j]
-        if in_str:
-            if esc:
-                esc = False
-            elif c == "\\":
-                esc = True
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c in "[{":
-            depth += 1
-        elif c in "]}":
-            depth -= 1
-            if depth < 0:
-                return j
-        elif c == "," and depth == 0:
-            return j + 1
+def _reason(e: Exception, text: str, i: int) -> str:
+    if isinstance(e, json.JSONDecodeError):
+        return f"{e.msg.removesuffix(' at')} at byte {e.pos - i} of the record"
+    if isinstance(e, RecursionError):
+        return "nested too deeply to read"
+    return f"{type(e).__name__}: {str(e)[:120]}"
+
+
+def _next_record(dec: json.JSONDecoder, text: str, start: int, looks_like_record: Callable[[Any], bool]) -> int | None:
+    """Where the next whole top-level record starts after a damaged one (see the module docstring), or None."""
+    for m in _NEXT_START.finditer(text, start):
+        j = m.end() - 1
+        try:
+            obj, end = dec.raw_decode(text, j)
+        except (ValueError, RecursionError):
+            continue
+        while end < len(text) and text[end] in _WS:
+            end += 1
+        if (end >= len(text) or text[end] in ",]") and looks_like_record(obj):
+            return j
     return None
+
+
+def _unreadable_rest(rel: str, text: str, i: int, n: int, why: str,
+                     kept: int, first_keys: set[str]) -> IngestError:
+    """The error for damage at record ``n`` (at ``i``) that no later record boundary recovers from; it counts
+    the records in the unread rest by their starts (an object opening with the first key of the records read)."""
+    rest = text[i:]
+    if first_keys:
+        starts = sum(1 for m in _ANY_START.finditer(rest) if _opens_with_key(rest, m.end(), first_keys))
+        starts += 1 if rest.startswith("{") else 0
+    else:
+        starts = 1 + len(_ANY_START.findall(rest))
+    starts = max(1, starts)
+    if starts == 1 and not rest.rstrip().endswith("]"):
+        return IngestError(rel, n, f"record {n} of the JSON list is cut short at the end of the file ({why}; "
+                                   f"{len(rest):,} bytes; the writer probably died mid-write); kept the {kept} complete "
+                                   "records before it")
+    return IngestError(rel, n, f"record {n} of the JSON list cannot be read ({why}) and no record boundary follows: "
+                               f"the last {len(rest):,} bytes, about {starts} record(s) by their starts, not read; kept the "
+                               f"{kept} complete records before it")
+
+
+def _opens_with_key(text: str, at: int, names: set[str]) -> bool:
+    """Whether the object opening just before ``at`` starts with a key of ``names``."""
+    m = _FIRST_KEY.match(text, at)
+    return m is not None and m.group(1) in names

@@ -11,21 +11,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trajlab.ingest import verl_tool
-from trajlab.ingest.detect import BOM, FORMATS, loads_line
-from trajlab.ingest.fields import may_hold_surrogates, replace_lone_surrogates
+from trajlab.ingest.detect import BOM, FORMATS, format_of, loads_line
 from trajlab.ingest.plan import FileTask
 from trajlab.ingest.salvage import salvage_json_list
+from trajlab.ingest.sanitize import clean_record, decode, may_hold_surrogates
 from trajlab.model import IngestError, RawTrajectory
-
-
-def _decode_line(raw: bytes, task: FileTask, lineno: int) -> tuple[str, IngestError | None]:
-    try:
-        return raw.decode("utf-8"), None
-    except UnicodeDecodeError as e:
-        return raw.decode("utf-8", "replace"), IngestError(
-            task.rel, lineno, f"invalid UTF-8 at byte {e.start} of the line; bad bytes replaced with U+FFFD, record kept"
-        )
 
 
 def iter_records(task: FileTask) -> Iterator[RawTrajectory | IngestError]:
@@ -33,7 +23,7 @@ def iter_records(task: FileTask) -> Iterator[RawTrajectory | IngestError]:
     unexpected failure on one record costs that record only, one on the file (unreadable) the file only."""
     mod = FORMATS[task.fmt]
     try:
-        if task.fmt == verl_tool.FORMAT or task.container == "list":
+        if task.container == "list":
             yield from _iter_json_list(task, mod)
         elif task.container == "pt":
             yield from _iter_torch(task, mod)
@@ -74,9 +64,9 @@ def _line_records(task: FileTask, mod: Any, raw: bytes, lineno: int,
     if not raw.strip():
         yield IngestError(task.rel, lineno, "blank line")
         return
-    text, err = _decode_line(raw, task, lineno)
-    if err:
-        yield err
+    text, note = decode(raw)
+    if note:
+        yield IngestError(task.rel, lineno, note)
     obj, why = loads_line(text)
     if why is not None:
         if unterminated and why.startswith("invalid JSON"):
@@ -91,16 +81,33 @@ def _line_records(task: FileTask, mod: Any, raw: bytes, lineno: int,
     if not isinstance(obj, dict):
         yield IngestError(task.rel, lineno, f"not a JSON object (got {type(obj).__name__})")
         return
-    if may_hold_surrogates(raw):
-        obj, changed = replace_lone_surrogates(obj)
-        if changed:
-            yield IngestError(task.rel, lineno, "lone UTF-16 surrogate escape(s) replaced with U+FFFD; record kept")
-    yield from _convert(mod, obj, task, lineno)
+    yield from _convert(mod, obj, task, lineno, suspect=may_hold_surrogates(raw))
 
 
-def _convert(mod: Any, obj: dict[str, Any], task: FileTask, lineno: int) -> Iterator[RawTrajectory | IngestError]:
-    if not getattr(mod, "accepts", mod.looks_like)(obj):
-        yield IngestError(task.rel, lineno, f"record does not look like {task.fmt} (keys: {', '.join(list(obj)[:8])}); skipped")
+def record_module(file_mod: Any, obj: dict[str, Any]) -> Any:
+    """The format module that reads ``obj``: the record's own shape decides (a file may mix formats), the
+    file's format first when the record has its shape; a record of no known shape goes to the file's format
+    when that format's looser per-record check takes it (it then says which field is missing), else None."""
+    if file_mod.looks_like(obj):
+        return file_mod
+    own = format_of(obj)
+    if own is not None:
+        return FORMATS[own]
+    return file_mod if getattr(file_mod, "accepts", file_mod.looks_like)(obj) else None
+
+
+def _convert(file_mod: Any, obj: dict[str, Any], task: FileTask, lineno: int, *,
+             suspect: bool) -> Iterator[RawTrajectory | IngestError]:
+    """One parsed record through the sanitiser (``suspect``: its JSON text may hold a lone surrogate escape)
+    and the converter of its own format."""
+    if suspect:
+        obj, note = clean_record(obj)
+        if note:
+            yield IngestError(task.rel, lineno, note)
+    mod = record_module(file_mod, obj)
+    if mod is None:
+        yield IngestError(task.rel, lineno, f"record of no known format (keys: {', '.join(list(obj)[:8])}); "
+                                            f"expected {task.fmt} or another format trajlab reads; skipped")
         return
     try:
         if hasattr(mod, "to_trajectories"):  # several samples per record (NeMo-RL), decoded from token ids
@@ -127,45 +134,41 @@ def _iter_json_list(task: FileTask, mod: Any) -> Iterator[RawTrajectory | Ingest
         yield IngestError(task.rel, None, f"cannot read file: {e.strerror}")
         return
     raw = raw.removeprefix(BOM)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        yield IngestError(task.rel, None, f"invalid UTF-8 at byte {e.start}; bad bytes replaced with U+FFFD")
-        text = raw.decode("utf-8", "replace")
+    text, note = decode(raw, "the file")
+    if note:
+        yield IngestError(task.rel, None, note.replace("record kept", "records kept"))
+    suspect = may_hold_surrogates(raw)
+    del raw
+    items: Iterable[tuple[int, Any] | IngestError]
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        yield from _convert_salvaged(task, mod, salvage_json_list(task.rel, text, e.msg, e.lineno, e.colno))
-        return
+        items = salvage_json_list(task.rel, text, e.msg, e.lineno, e.colno, is_record=_is_record)
     except (ValueError, RecursionError) as e:  # one record nested too deeply, or a huge integer literal
-        yield from _convert_salvaged(
-                task, mod, salvage_json_list(task.rel, text, f"{type(e).__name__}: {str(e)[:120]}", None, None))
-        return
-    if not isinstance(data, list):
-        yield IngestError(task.rel, None, f"expected a JSON list of records, got {type(data).__name__}")
-        return
-    if may_hold_surrogates(raw):
-        data, changed = replace_lone_surrogates(data)
-        if changed:
-            yield IngestError(task.rel, None, "lone UTF-16 surrogate escape(s) replaced with U+FFFD; records kept")
-    for i, obj in enumerate(data, start=1):
+        items = salvage_json_list(task.rel, text, f"{type(e).__name__}: {str(e)[:120]}", None, None,
+                                  is_record=_is_record)
+    else:
+        if not isinstance(data, list):
+            yield IngestError(task.rel, None, f"expected a JSON list of records, got {type(data).__name__}")
+            return
+        items = enumerate(data, start=1)
+    for item in items:
+        if isinstance(item, IngestError):
+            yield item
+            continue
+        i, obj = item
         if not isinstance(obj, dict):
-            yield IngestError(task.rel, i, f"record {i} is not a JSON object")
+            yield IngestError(task.rel, i, f"record {i} is not a JSON object (got {type(obj).__name__})")
             continue
         try:
-            yield from _convert(mod, obj, task, i)
+            yield from _convert(mod, obj, task, i, suspect=suspect)
         except Exception as e:  # never lose the rest of the list to one record
             yield IngestError(task.rel, i, f"record could not be read: {type(e).__name__}: {e}")
 
 
-def _convert_salvaged(task: FileTask, mod: Any, items: Iterable[tuple[int, dict[str, Any]] | IngestError]
-                      ) -> Iterator[RawTrajectory | IngestError]:
-    """Convert the records :func:`~trajlab.ingest.salvage.salvage_json_list` kept; pass its errors on."""
-    for item in items:
-        if isinstance(item, IngestError):
-            yield item
-        else:
-            yield from _convert(mod, item[1], task, item[0])
+def _is_record(obj: Any) -> bool:
+    """A top-level record of a known format (what a salvaged list resynchronises on)."""
+    return format_of(obj) is not None
 
 
 def _iter_parquet(task: FileTask, mod: Any) -> Iterator[RawTrajectory | IngestError]:
@@ -191,7 +194,7 @@ def _iter_parquet(task: FileTask, mod: Any) -> Iterator[RawTrajectory | IngestEr
         for obj in rows:
             idx += 1
             try:
-                yield from _convert(mod, obj, task, idx)
+                yield from _convert(mod, obj, task, idx, suspect=False)  # Arrow strings are valid UTF-8
             except Exception as e:
                 yield IngestError(task.rel, idx, f"record could not be read: {type(e).__name__}: {e}")
 
@@ -212,6 +215,6 @@ def _iter_torch(task: FileTask, mod: Any) -> Iterator[RawTrajectory | IngestErro
             yield IngestError(task.rel, i, f"sample {i} is not a dict (got {type(obj).__name__}); skipped")
             continue
         try:
-            yield from _convert(mod, obj, task, i)
+            yield from _convert(mod, obj, task, i, suspect=True)  # unpickled strs may hold lone surrogates
         except Exception as e:  # never lose the rest of the file to one sample
             yield IngestError(task.rel, i, f"record could not be read: {type(e).__name__}: {e}")

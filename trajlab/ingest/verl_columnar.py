@@ -9,7 +9,8 @@ caller falls back to the record-by-record reader, which reports every problem (f
 * a blank or whitespace-only line, ``\\r\\n`` endings, invalid JSON (a truncated last line), ``NaN``, invalid
   UTF-8 or a lone surrogate (polars reads it as ``\\x00``): the reader must name the line;
 * a missing or ``null`` field anywhere (``read_ndjson`` cannot tell an absent key from a null one; the
-  record-by-record reader notes a missing ``score``);
+  record-by-record reader notes a missing ``score``), or a key twice in one record (``json.loads`` keeps the
+  last value);
 * a column whose JSON type polars would blur: a string column that also holds numbers / lists somewhere, a
   float column that also holds integer literals (``1`` and ``1.0`` both read as ``1.0``), a list / object /
   very large integer value. One byte-level regex over the range checks the first two cases.
@@ -88,6 +89,10 @@ def read_clean_segments(segments: list[Segment]) -> tuple[pl.DataFrame | None, s
         return None, "nested or unusual extra values"
     if sum(df.null_count().row(0)):
         return None, "missing or null fields"
+    # every key once per record: an unescaped `":` ends a key (a quote inside a string is escaped), so a record
+    # with a key twice shows as more key ends than cells (json.loads keeps the last value, polars may not)
+    if data.count(b'":') - data.count(b'\\":') != df.height * df.width:
+        return None, "duplicate keys in a record (or keys spelled unusually)"
     strings = [c for c in df.columns if schema[c] == pl.String]
     if df.select(pl.any_horizontal(pl.col(strings).str.contains("\x00", literal=True)).any()).item():
         return None, "NUL characters or lone surrogates"
