@@ -91,7 +91,7 @@ def wandb_option() -> Any:
     """``--wandb DIR``: also write trajlab's per-step figures as an offline W&B run (``scan``)."""
     return typer.Option(None, "--wandb", help="Write the malformed rate, per-category rates, the warning and "
                         "control-token figures as a separate offline W&B run per run under DIR/wandb/ (group = the "
-                        "experiment, job_type trajlab; then: wandb sync). Needs pip install 'trajlab[wandb]'.")
+                        "experiment, job_type trajlab; then: wandb sync). Needs pip install -e '.[wandb]' (in the checkout).")
 
 
 def wandb_project_option() -> Any:

@@ -85,7 +85,7 @@ def _wandb() -> Any:
         import wandb
     except ImportError:
         raise InputError(f"{param('wandb')}: the wandb package is not installed",
-                         hint="pip install 'trajlab[wandb]'") from None
+                         hint="pip install -e '.[wandb]' (in the checkout)") from None
     return wandb
 
 

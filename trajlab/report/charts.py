@@ -49,7 +49,8 @@ def to_svg(fig: Any) -> str:
     """Serialise a figure to an ``<svg>`` element (XML prolog and comments stripped) and close it."""
     plt = _plt()
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    with plt.rc_context(_RC):  # (a figure built in the context may be saved after it: text stays text)
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
     plt.close(fig)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]

@@ -148,7 +148,7 @@ class ScanOptions:
 
             if importlib.util.find_spec("wandb") is None:  # said before the scan, not after it
                 raise InputError(f"{param('wandb')}: the wandb package is not installed",
-                                 hint="pip install 'trajlab[wandb]'")
+                                 hint="pip install -e '.[wandb]' (in the checkout)")
             put(self, "wandb", Path(self.wandb))
 
 
