@@ -279,8 +279,9 @@ class _Scanner:
             self.tag_issues(first, op)
         else:
             for d in mine:
+                covered: dict[str, Any] = {} if d is first else {"_covered": True}
                 d.add("missing_call_open", "dsml_block", d.start, d.start + 1 if d is first else d.start,
-                      tag=snip(text[d.start:d.end], 30), block=blk, **({} if d is first else {"_covered": True}))
+                      tag=snip(text[d.start:d.end], 30), block=blk, **covered)
                 d.rerender = True
         if closer is not None:
             last.end = closer.end
@@ -451,7 +452,7 @@ class _Scanner:
         pname = t.attrs.get("name", ("", t.start, t.start))
         d.add("malformed_tag", "dsml_param_as_invoke", t.start, t.end, tag=raw, format=self.fmt.name,
               canonical_hint=f'a parameter is `<{DSML}parameter name="{pname[0]}" string="…">VALUE</{DSML}parameter>`',
-              **({} if not t.self_closing else {"blocker": "the parameter's value is not written"}))
+              blocker="the parameter's value is not written" if t.self_closing else None)
         d.rerender = True
         if t.self_closing:
             return j + 1, t.end
