@@ -51,6 +51,7 @@ table { border-collapse: collapse; width: 100%; margin: 10px 0; font-size: 14px;
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { background: var(--card); font-weight: 600; overflow-wrap: normal; word-break: normal; hyphens: none; }
 td.label { white-space: nowrap; overflow-wrap: normal; }
+table.runs th, th.mono { overflow-wrap: anywhere; }  /* names from the data, and the nine-column runs table, still fit */
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.num { white-space: nowrap; overflow-wrap: normal; }
 .bar { display: inline-block; height: 10px; background: #d62728; border-radius: 2px; vertical-align: middle; }

@@ -82,9 +82,11 @@ def _read_input(d: CallDraft, text: str, s: int, e: int, rs: RuleSet, spans: boo
         if d.json_args is MISSING:  # (not an object: LangChain passes the text on as the single input)
             d.json_args = text[s:e]
         return
-    qs, qe = s, e
-    if e - s >= 2 and text[s] == '"' and text[e - 1] == '"':  # LangChain strips the quotes around a text input
-        qs, qe = s + 1, e - 1
+    qs, qe = s, e  # LangChain's str.strip('"'): every quote at either end of a text input goes, paired or not
+    while qs < qe and text[qs] == '"':
+        qs += 1
+    while qe > qs and text[qe - 1] == '"':
+        qe -= 1
     d.json_args = text[qs:qe]
     d.span("structural", s, qs)
     d.span("param_value", qs, qe)
