@@ -5,7 +5,6 @@ says what was retired, where the tables are and what to run next, and defines th
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 
 import pyarrow as pa
