@@ -85,6 +85,29 @@ def step_from_name(name: str) -> int | None:
     return int(m.group(1))
 
 
+def finite_float(x: Any) -> float | None:
+    """``x`` as a finite float, else None (an integer too large for a float is None, not an OverflowError)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    try:
+        f = float(x)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def messages_text(msgs: Any, limit: int | None = None) -> str:
+    """Chat messages as plain text, ``"{role}\n{content}\n"`` per message whose content is a string (the first
+    ``limit`` messages); anything that is not a list of mappings gives ``""``."""
+    from collections.abc import Mapping
+
+    parts = []
+    for m in (list(msgs)[:limit] if limit is not None else msgs):
+        if isinstance(m, Mapping) and isinstance(m.get("content"), str):
+            parts.append(f"{m.get('role', '')}\n{m['content']}\n")
+    return "".join(parts)
+
+
 def prompt_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 

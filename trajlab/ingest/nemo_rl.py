@@ -14,7 +14,6 @@ The exact tokens travel with the record (:class:`~trajlab.model.ExactTokens`) in
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import PurePosixPath
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 from trajlab.chatml import strip_specials
 from trajlab.errors import TrajlabError
 from trajlab.ingest import token_text
-from trajlab.ingest.fields import coerce_float, prompt_hash
+from trajlab.ingest.fields import coerce_float, finite_float, prompt_hash
 from trajlab.ingest.token_turns import decode_turns
 from trajlab.model import ExactTokens, IngestError, RawTrajectory
 
@@ -63,19 +62,9 @@ def _floats(v: Any, n: int) -> list[float | None] | None:
         return None
     out: list[float | None] = []
     for x in v[:n]:
-        out.append(_finite(x))
+        out.append(finite_float(x))
     return out
 
-
-def _finite(x: Any) -> float | None:
-    """``x`` as a finite float, else None (an integer too large for a float is None, not an OverflowError)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    try:
-        f = float(x)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) else None
 
 
 def to_trajectories(

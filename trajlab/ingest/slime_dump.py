@@ -17,7 +17,6 @@ trainer; it is recognised and left out (read ``rollout_data/``). Reading needs t
 
 from __future__ import annotations
 
-import math
 import re
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -25,7 +24,7 @@ from typing import Any
 
 from trajlab.errors import TrajlabError
 from trajlab.ingest import token_text
-from trajlab.ingest.fields import coerce_float, prompt_hash
+from trajlab.ingest.fields import coerce_float, finite_float, prompt_hash
 from trajlab.ingest.token_turns import decode_turns
 from trajlab.model import ExactTokens, IngestError, RawTrajectory
 
@@ -119,15 +118,6 @@ def _ints(v: Any) -> list[int] | None:
     return v
 
 
-def _finite(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    try:
-        f = float(x)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) else None
-
 
 def _reward(v: Any) -> tuple[float | None, str | None]:
     """The sample's score: the reward, or from a reward dict its ``score`` / ``reward`` / ``acc`` entry."""
@@ -170,7 +160,7 @@ def to_trajectories(
     lp_raw = _plain(obj.get("rollout_log_probs"))
     resp_lp: list[float | None] = [None] * rlen
     if isinstance(lp_raw, list) and len(lp_raw) == rlen:
-        resp_lp = [(_finite(x) if m else None) for x, m in zip(lp_raw, resp_mask, strict=True)]
+        resp_lp = [(finite_float(x) if m else None) for x, m in zip(lp_raw, resp_mask, strict=True)]
     elif lp_raw is not None:
         notes.append(f"rollout_log_probs has {len(lp_raw) if isinstance(lp_raw, list) else type(lp_raw).__name__} "
                      f"entries for {rlen} response tokens; log-probs left null")

@@ -21,7 +21,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
-from trajlab.ingest.fields import coerce_int, prompt_hash
+from trajlab.ingest.fields import coerce_int, messages_text, prompt_hash
 from trajlab.ingest.turns import split_turns
 from trajlab.model import IngestError, RawTrajectory
 
@@ -67,11 +67,7 @@ def _text(v: Any) -> str | None:
     if isinstance(v, str):
         return v
     if isinstance(v, list):
-        parts = []
-        for m in v:
-            if isinstance(m, dict) and isinstance(m.get("content"), str):
-                parts.append(f"{m.get('role', '')}\n{m['content']}\n")
-        return "".join(parts)
+        return messages_text(v)
     return None
 
 

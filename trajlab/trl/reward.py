@@ -187,7 +187,7 @@ def _prompt_text(p: Any) -> str | None:
     if isinstance(p, str):
         return p
     if isinstance(p, Sequence) and not isinstance(p, (bytes, bytearray)):
-        parts = [f"{m.get('role', '')}\n{m['content']}\n" for m in p
-                 if isinstance(m, Mapping) and isinstance(m.get("content"), str)]
-        return "".join(parts) or None
+        from trajlab.ingest.fields import messages_text
+
+        return messages_text(p) or None
     return None

@@ -184,14 +184,11 @@ def _prompt_text(info: Mapping[str, Any]) -> str:
             msgs = list(p)
         except TypeError:
             continue
-        parts = []
-        for m in msgs[:64]:
-            if isinstance(m, Mapping):
-                c = m.get("content")
-                if isinstance(c, str):
-                    parts.append(f"{m.get('role', '')}\n{c}\n")
-        if parts:
-            return "".join(parts)
+        from trajlab.ingest.fields import messages_text
+
+        text = messages_text(msgs, 64)
+        if text:
+            return text
     return ""
 
 
