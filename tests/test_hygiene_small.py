@@ -42,7 +42,10 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_sql_spill_is_bounded_and_its_failure_is_one_line(out: Path, tmp_path: Path) -> None:
     s = SqlLimits(temp_dir=str(tmp_path / "spill")).settings()
     bound = int(re.fullmatch(r"(\d+)MiB", s["max_temp_directory_size"]).group(1)) << 20  # type: ignore[union-attr]
-    assert bound == default_spill_bytes(str(tmp_path / "spill")) <= SPILL_CAP  # never DuckDB's 90% of the disk
+    again = default_spill_bytes(str(tmp_path / "spill"))
+    # the free space moves while other workers write to the same disk: the two reads agree within 64 MiB
+    assert bound % (1 << 20) == 0 == again % (1 << 20) and abs(bound - again) <= 64 << 20
+    assert bound <= SPILL_CAP  # never DuckDB's 90% of the disk
     import os
 
     st = os.statvfs(tmp_path)

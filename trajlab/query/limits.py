@@ -63,7 +63,7 @@ SPILL_CAP = 16 << 30
 
 def default_spill_bytes(temp_dir: str) -> int:
     """The default bound on what DuckDB may spill into ``temp_dir``: a quarter of its file system's free space
-    (of the nearest existing parent), at most 16 GiB, at least 64 MiB."""
+    (of the nearest existing parent), at most 16 GiB, at least 64 MiB, in whole MiB."""
     import os
 
     d = temp_dir
@@ -74,7 +74,7 @@ def default_spill_bytes(temp_dir: str) -> int:
         free = st.f_bavail * st.f_frsize
     except (OSError, AttributeError):
         free = 4 << 30
-    return max(64 << 20, min(int(free * SPILL_SHARE), SPILL_CAP))
+    return (max(64 << 20, min(int(free * SPILL_SHARE), SPILL_CAP)) >> 20) << 20  # whole MiB, as DuckDB is told
 
 
 DEFAULT_LIMITS = SqlLimits()
