@@ -129,7 +129,7 @@ def test_error_demo_targets_are_well_formed_with_zero_findings(sample_pool, samp
         ta = analyze(target["content"], r["tool_format"], tools[r["trajectory_id"]])
         assert len(ta.calls) == 1 and ta.calls[0].status == "ok" and ta.findings == [], target["content"]
         broken = calls[r["source_call_id"]]
-        assert broken["status"] == "malformed" and broken["raw"] in feedback["content"]
+        assert broken["status"] in ("malformed", "warning") and broken["raw"] in feedback["content"]
         assert sorted(r["categories"]) == sorted(broken["categories"])
         for cat in broken["categories"]:
             assert cat in feedback["content"]

@@ -57,7 +57,7 @@ def test_runnable_examples_run(page: str, tmp_path: Path) -> None:
         assert "Traceback" not in res.stderr
         printed.append(res.stdout)
     if page == "tutorial/index.md":  # the figures the tutorial's prose quotes
-        assert "early warning: train step 84" in " ".join(printed[0].split())
+        assert "early warning: train step 88" in " ".join(printed[0].split())
         assert (tmp_path / "out" / "calls.parquet").is_file() and (tmp_path / "pool" / "train.parquet").is_file()
         assert "search_web英文明确" in printed[-2]  # the trajectory `show` prints calls the garbled name
 

@@ -71,13 +71,13 @@ def test_sample_runs_metrics_found_matched_and_lead_time(scanned) -> None:
     main = lead["qwen35_xml_run"]
     hand = _hand_breakdown(_reward("qwen35_xml_run"))
     assert hand == 108 and main["breakdown_step"] == hand and main["metric"] == "critic/score/mean"
-    assert main["warning_step"] == 84 == summary.runs[0]["early_warning"]["step"]
-    assert main["lead_steps"] == 24 and main["sentence"].startswith("warned 24 steps before the reward fell")
+    assert main["warning_step"] == 88 == summary.runs[0]["early_warning"]["step"]
+    assert main["lead_steps"] == 20 and main["sentence"].startswith("warned 20 steps before the reward fell")
     sft = lead["qwen35_xml_sft_run"]
     assert _hand_breakdown(_reward("qwen35_xml_sft_run")) is None and sft["breakdown_step"] is None
     assert sft["warning_step"] is None and sft["lead_steps"] is None
     m = json.loads((out / "manifest.json").read_text())
-    assert m["summary"]["lead_times"][0]["lead_steps"] == 24
+    assert m["summary"]["lead_times"][0]["lead_steps"] == 20
     # trajlab's scalars for TensorBoard, one file per run, next to where verl's would be
     assert sorted(Path(p).relative_to(out.parent / "tb").as_posix() for p in summary.tensorboard) == [
         f"{r}/trajlab/events.out.tfevents.trajlab" for r in RUNS]
@@ -136,7 +136,7 @@ def test_report_shows_the_training_panel(scanned, tmp_path: Path) -> None:
                   "rollout_probs_diff_mean", "early warning", "fell at step 108"):
         assert re.sub(r"[/\s]", "", label) in re.sub(r"[/\s]", "", text), label
     html = page.read_text()
-    assert 'data-lead-steps="24"' in html and "warned 24 steps before the reward fell" in html
+    assert 'data-lead-steps="20"' in html and "warned 20 steps before the reward fell" in html
     picked = report(out, tmp_path / "p.html", ReportOptions(metrics=("actor/entropy",)))
     assert " ".join(parse_page(picked).svg_text["training_0"]).count("critic/score/mean") == 0
     if CHROMIUM is None:

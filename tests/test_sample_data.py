@@ -286,7 +286,8 @@ def test_trajlab_scan_tells_the_story(gen, sample_xml_scan):
     for step, line, status in calls.sort("step", "source_line", "turn_index", "call_index").select(
         "step", "source_line", "status"
     ).iter_rows():
-        got.setdefault((step, line), []).append(status == "malformed")
+        # the generator labels every defect; scan finds each (status malformed, or warning where the call still runs)
+        got.setdefault((step, line), []).append(status != "ok")
     agree = total = 0
     for step in range(1, 151):
         for line, t in enumerate(gen.iter_step_trajectories(step), 1):
@@ -321,6 +322,7 @@ def test_trajlab_scan_compares_the_runs(tmp_path):
     base, sft = runs["qwen35_xml_run"], runs["qwen35_xml_sft_run"]
     assert base["early_warning"] and 80 <= base["early_warning"]["step"] <= 100
     assert sft["early_warning"] is None
-    assert base["late_rate"] > 0.3 and sft["late_rate"] < 0.1 and sft["late_score"] > base["late_score"]
+    # (late_rate counts what breaks: 0.289 measured, 0.31+ while warning-only calls were counted malformed)
+    assert base["late_rate"] > 0.25 and sft["late_rate"] < 0.1 and sft["late_score"] > base["late_score"]
     assert runs["qwen3_hermes_run"]["early_warning"]["step"] <= 40
     assert sum(r["trajectories"] for r in runs.values()) == summary.trajectories

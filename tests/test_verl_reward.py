@@ -228,7 +228,8 @@ def _per_step(run: str) -> tuple[list[float], list[float]]:
 
 
 def test_format_reward_moves_against_scans_malformed_rate_and_stays_flat_with_sft() -> None:
-    """Collapsing run: Spearman(mean format reward, scan's malformed rate) over 150 steps <= -0.9 (measured -0.914).
+    """Collapsing run: Spearman(mean format reward, scan's malformed rate) over 150 steps <= -0.85 (measured -0.889;
+    -0.914 while warning-only calls were counted malformed).
     Interleaved-SFT run: flat, judged against the collapse (10-step bins; measured: its first-to-last-third drop is
     0.024 against the collapse's 0.30, its bins span 0.06 against 0.45)."""
     def bins(xs: list[float]) -> list[float]:
@@ -240,7 +241,7 @@ def test_format_reward_moves_against_scans_malformed_rate_and_stays_flat_with_sf
 
     fr, rate = _per_step("qwen35_xml_run")
     rho = _spearman(fr, rate)
-    assert rho <= -0.9, rho
+    assert rho <= -0.85, rho
     sft, _ = _per_step("qwen35_xml_sft_run")
     assert drop(fr) > 0.2
     assert abs(drop(sft)) < 0.25 * drop(fr), (drop(sft), drop(fr))

@@ -2,7 +2,10 @@
 
 Both scan engines decide ``trajectories.truncated``, ``has_final_answer`` and ``end_reason`` with
 :func:`output_ending`, from the facts of the output's last turn. An output is *truncated* only where it stops
-inside a structure it opened: a tool call or one of its parameters (the classifier's ``truncated_call``, for
+inside a structure it opened *and* plausibly hit the length limit: with exact tokens, when its last generated
+token is no end-of-turn token (:data:`STOP_TOKENS`); in text, when it is near its run's longest output
+(:func:`near_length_limit`, settled once the run is merged: :mod:`trajlab.scan.length_limit`). Otherwise the
+reason says where it stopped on its own (``stopped_in_call``, ...; :data:`STOPPED`). The structures: a tool call or one of its parameters (the classifier's ``truncated_call``, for
 every call family), a ``<think>`` block with no answer after it, an ``<answer>`` never closed, or a tool
 response block never closed. A ``<think>`` that is never closed (or opened twice) *before a complete answer* is
 not truncation: the answer is there and counts (the classifier reports it as
@@ -24,6 +27,12 @@ END_REASONS: dict[str, str] = {
                   "gpt-oss's analysis channel with no final message)",
     "open_answer": "truncated: an answer block (<answer>) is opened and never closed",
     "open_tool_response": "truncated: the output ends inside a tool response block",
+    "stopped_in_call": "no final answer: the output stopped on its own inside an open tool call (an end-of-sequence "
+                       "token, or far below the run's length limit: not truncated)",
+    "stopped_in_think": "no final answer: the output stopped on its own inside the reasoning (not truncated)",
+    "stopped_in_answer": "no final answer: the output stopped on its own inside an open answer block (not truncated)",
+    "stopped_in_tool_response": "no final answer: the output stopped on its own inside a tool response block "
+                                "(not truncated)",
     "call_pending": "no final answer: the last assistant turn makes a tool call (the output stops before its result)",
     "after_tool_response": "no final answer: the output ends with a tool response, before the model answered it",
     "empty_answer": "no final answer: nothing but whitespace (or a closed <think> block) in the last turn",
@@ -48,6 +57,41 @@ class Ending:
     truncated: bool
     has_final_answer: bool
     reason: str | None
+
+
+#: an open-structure reason (truncated) and the reason it becomes where the output did not hit the length limit
+STOPPED = {"open_call": "stopped_in_call", "open_think": "stopped_in_think", "open_answer": "stopped_in_answer",
+           "open_tool_response": "stopped_in_tool_response"}
+#: the end-of-turn tokens generation stops at, per family (a last generated token among them: it stopped on its own)
+STOP_TOKENS = frozenset({"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|return|>",
+                         "<|call|>", "<｜end▁of▁sentence｜>", "<|user|>", "<|observation|>", "</s>"})
+#: a text output that stops inside a structure hit the length limit only when it is at least this share of the
+#: longest output of its run (the run's own maximum: outputs capped at ``response_length`` tokens are the longest)
+NEAR_LIMIT = 0.8
+
+
+def near_length_limit(chars: int, run_max_chars: int) -> bool:
+    """Whether an output of ``chars`` characters plausibly hit its run's length limit (its longest output)."""
+    return chars >= NEAR_LIMIT * run_max_chars
+
+
+def stopped_at_stop_token(generated: list[bool], texts: list[str]) -> bool:
+    """Whether the policy's last generated token of an exact-token sequence is an end-of-turn token
+    (:data:`STOP_TOKENS`) with nothing but such tokens (padding) after it: generation stopped on its own, not at
+    the length limit."""
+    k = len(generated) - 1
+    while k >= 0 and not generated[k]:
+        if texts[k] not in STOP_TOKENS:  # the environment's tokens come last (a tool response)
+            return False
+        k -= 1
+    return k >= 0 and texts[k] in STOP_TOKENS
+
+
+def stopped(end: Ending) -> Ending:
+    """``end`` for an output that did not hit the length limit: an open structure is where it stopped, not a
+    truncation."""
+    reason = STOPPED.get(end.reason or "")
+    return end if reason is None else Ending(False, end.has_final_answer, reason)
 
 
 def needs_reading(text: str) -> bool:

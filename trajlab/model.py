@@ -19,6 +19,9 @@ Role = Literal["assistant", "tool"]
 SpanKind = Literal["structural", "function_name", "param_name", "param_value", "text", "think"]
 
 
+#: a call's status (``calls.status``)
+CallStatus = Literal["ok", "warning", "malformed"]
+
 @dataclass(slots=True)
 class Turn:
     """One segment of a trajectory's ``output``: model text (``assistant``) or a tool/user block (``tool``).
@@ -79,15 +82,18 @@ class RawTrajectory:
     run: str = ""  # the training run (experiment) the record belongs to, from its file's directory
     sample: int | None = None  # the sample's index within its record, for sources with several per line (NeMo-RL)
     tokens: ExactTokens | None = None  # exact token ids and log-probs, when the source logs them
+    env_turns: int | None = None  # environment turns the rollout had, when the source says (verl's num_turns)
 
 
 @dataclass(slots=True)
 class IngestError:
-    """A record (or whole file) that could not be read: kept in the ``ingest_errors`` table."""
+    """A record (or whole file) that could not be read, or a note on one read whole: the ``ingest_errors`` table."""
 
     source_path: str
     line: int | None
     reason: str
+    #: ``error``: something was lost (a record, a line, a field); ``note``: read whole, only said (nothing lost)
+    severity: str = "error"
 
 
 @dataclass(slots=True)
@@ -125,7 +131,7 @@ class ParsedCall:
     function_name: str | None  # as written
     matched_tool: str | None  # declared tool this call resolves to (exact or via a confident repair)
     arguments: Any  # parsed arguments (dict when parseable), converted by schema type like verl does
-    status: Literal["ok", "malformed"]
+    status: CallStatus  # malformed: an error finding; warning: warnings only (it runs); ok: neither
     categories: list[str]
     repaired: str | None = None  # corrected call text in the same format, when exactly one repair is plausible
     repaired_arguments: Any = None

@@ -27,7 +27,10 @@ from trajlab.ownfiles import PARQUET_KEY
 #:      rollout_tokens (exact tokens of sources that log them); steps.generated_tokens, control_logprob_mean,
 #:      control_low_prob_share, logprob_mismatch, control_logprob_mismatch.
 #:      the metrics table (the trainer's logged metrics per run and step).
-SCHEMA_VERSION = "1.4"
+#: 1.5: calls.status gains ``warning`` (warnings only: the call runs; ``malformed`` now means an error finding);
+#:      steps.warning_calls, steps.warning_rate; ingest_errors.severity (error | note: nothing lost);
+#:      trajectories.end_reason gains the ``stopped_in_*`` reasons (truncated only where the length limit was hit).
+SCHEMA_VERSION = "1.5"
 
 PARQUET_COMPRESSION = "zstd"
 
@@ -137,7 +140,9 @@ CALLS = TableSpec(
         C("arguments", STR, "JSON of the intended arguments: tag text inside a value kept as text, values converted by "
           "schema type like verl's parser (numbers exactly; anyOf/oneOf/nullable by the first fitting branch; JSON arrays "
           "with true/false/null and a string's text null as written)"),
-        C("status", STR, "ok | malformed", False),
+        C("status", STR, "ok | warning | malformed: malformed when a finding on the call is an error (it breaks), "
+          "warning when its findings are warnings only (it runs, e.g. an integer for a string verl converts)",
+          False),
         C("categories", pa.list_(STR), "taxonomy categories of error/warning findings on this call", False),
         C("repaired", STR, "corrected call text in the same format, when exactly one repair is plausible"),
         C("repaired_arguments", STR, "JSON of the repaired call's parsed arguments"),
@@ -178,8 +183,11 @@ STEPS = TableSpec(
         C("step", I64, "null when the step is unknown"),
         C("trajectories", I64, "", False),
         C("calls", I64, "", False),
-        C("malformed_calls", I64, "", False),
+        C("malformed_calls", I64, "calls with status malformed (an error finding: the call breaks)", False),
         C("malformed_rate", F64, "malformed_calls / calls (null when no calls)"),
+        C("warning_calls", I64, "calls with status warning (warnings only: the call runs; not in malformed_calls)",
+          False),
+        C("warning_rate", F64, "warning_calls / calls (null when no calls)"),
         C("trajectories_with_malformed", I64, "", False),
         C("mean_score", F64, ""),
         C("final_answer_rate", F64, "share of trajectories with a final answer (trajectories.has_final_answer)", False),
@@ -219,11 +227,14 @@ ROLLOUT_TOKENS = TableSpec(
 
 INGEST_ERRORS = TableSpec(
     "ingest_errors",
-    "Every record or file that could not be read (the good records of the same file are kept).",
+    "Every record or file that could not be read (the good records of the same file are kept), and notes on "
+    "records read whole (severity note: nothing lost).",
     (
         C("source_path", STR, "", False),
         C("line", I64, "1-based line or record index, null for whole-file problems"),
         C("reason", STR, "what was wrong", False),
+        C("severity", STR, "error (something was lost: a record, a line, a field) | note (read whole; only said, "
+          "e.g. NeMo-RL's logged content differs from the decoded ids, which are used)", False),
     ),
     ("source_path", "line", "reason"),
 )

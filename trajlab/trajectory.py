@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from trajlab.ending import output_ending, prompt_opens_think
+from trajlab.ending import output_ending, prompt_opens_think, stopped, stopped_at_stop_token
 from trajlab.ingest.tool_schemas import tools_from_prompt
 from trajlab.model import RawTrajectory, Turn, TurnAnalysis, TurnContext
+from trajlab.provenance import VERL_TEXT_SOURCES, ModelTurn, mark_model_turns
 
 
 @dataclass(slots=True)
@@ -30,6 +31,7 @@ class TrajectoryAnalysis:
     truncated: bool
     end_reason: str | None = None  # why truncated / no final answer (a key of trajlab.ending.END_REASONS)
     notes: list[str] = field(default_factory=list)  # e.g. a turn over the per-turn cap (ingest_errors rows)
+    model_turns: list[ModelTurn] = field(default_factory=list)  # tool turns the model wrote (trajlab.provenance)
 
 
 #: per-turn work cap: an assistant turn is classified in full up to this many characters or this many calls
@@ -151,11 +153,19 @@ def analyze_trajectory(
         if t.index == last_asst:
             last_calls = len(ta.calls)
             last_trunc = any(f.category == "truncated_call" for f in ta.findings)
+    model_turns: list[ModelTurn] = []
+    if rec.source_format in VERL_TEXT_SOURCES and len(rec.turns) > 1:
+        model_turns = mark_model_turns(out, fmt or "none", prompt=rec.input, env_turns=rec.env_turns,
+                                       rules_dirs=rules_dirs)
+        if model_turns:
+            n_bad = sum(1 for _t, ta in out if ta is not None for c in ta.calls if c.status == "malformed")
     final = rec.turns[-1] if rec.turns else None
     end = output_ending(asst[-1].text if asst else None, n_calls=last_calls, truncated_call=last_trunc,
                         final_role=final.role if final is not None else None,
                         final_text=final.text if final is not None else "", tool_format=fmt or "none",
                         starts_in_think=facts.opens_think and bool(asst) and asst[-1].index == 0)
+    if end.truncated and rec.tokens is not None and stopped_at_stop_token(rec.tokens.generated, rec.tokens.text):
+        end = stopped(end)  # exact tokens: it ended with an end-of-turn token, so it did not hit the limit
     return TrajectoryAnalysis(
         tool_format=fmt or "none",
         tools=use_tools,
@@ -168,6 +178,7 @@ def analyze_trajectory(
         truncated=end.truncated,
         end_reason=end.reason,
         notes=notes,
+        model_turns=model_turns,
     )
 
 

@@ -8,7 +8,8 @@ earlier step, ``p0 = (m_<t + 0.5) / (c_<t + 1)`` (Jeffreys-style so a clean base
 ``min_baseline_steps`` earlier steps,
 
 * the step's own rate is above ``p0``,
-* the window's rate is at least ``ratio`` (2) times ``p0``, and
+* the window's rate is at least ``ratio`` (2) times ``p0``, with at least ``min_window_malformed`` (3) malformed
+  calls in it (two broken calls after a spotless baseline are not a rise), and
 * a one-sided exact binomial test of the window's malformed count against ``p0`` gives ``p < alpha`` (1e-3).
 
 The first flagged step is the early warning: the point where the rate rises significantly above its own
@@ -25,7 +26,7 @@ import pyarrow as pa
 
 from trajlab.tables import STEPS, table_path, to_table
 
-EW_DEFAULTS = {"window": 3, "alpha": 1e-3, "ratio": 2.0, "min_baseline_steps": 5}
+EW_DEFAULTS = {"window": 3, "alpha": 1e-3, "ratio": 2.0, "min_baseline_steps": 5, "min_window_malformed": 3}
 
 
 def steps_table(out: Path | str, *, control_prob: float = 0.5) -> pa.Table:
@@ -122,6 +123,14 @@ def aggregate_steps(traj_lf: Any, calls_lf: Any, tokens_lf: Any = None, *, contr
         .sort(["run", "split", "step", "category"])
         .collect()
     )
+    warned = {
+        (run, split, step): n for run, split, step, n in (
+            calls_lf.filter(pl.col("status") == "warning")
+            .select("trajectory_id", "split", "step")
+            .join(traj_lf.select("trajectory_id", "run"), on="trajectory_id", how="left")
+            .group_by(["run", "split", "step"]).agg(pl.len().cast(pl.Int64).alias("n"))
+            .collect().iter_rows())
+    }
     by_key: dict[tuple[str, str, Any], list[tuple[str, int]]] = {}
     for run, split, step, cat, n in cats.iter_rows():
         by_key.setdefault((run, split, step), []).append((cat, n))
@@ -137,6 +146,8 @@ def aggregate_steps(traj_lf: Any, calls_lf: Any, tokens_lf: Any = None, *, contr
                 "calls": calls,
                 "malformed_calls": r["malformed_calls"] or 0,
                 "malformed_rate": (r["malformed_calls"] / calls) if calls else None,
+                "warning_calls": (w := warned.get((r["run"], r["split"], r["step"]), 0)),
+                "warning_rate": (w / calls) if calls else None,
                 "final_answer_rate": r["final_answer_rate"] or 0.0,
                 "category_counts": by_key.get((r["run"], r["split"], r["step"]), []),
                 **{k: v for k, v in exact.get((r["run"], r["split"], r["step"]), {}).items()
@@ -176,6 +187,7 @@ def early_warning(
     alpha: float = EW_DEFAULTS["alpha"],
     ratio: float = EW_DEFAULTS["ratio"],
     min_baseline_steps: int = EW_DEFAULTS["min_baseline_steps"],
+    min_window_malformed: int = EW_DEFAULTS["min_window_malformed"],
 ) -> dict[str, Any] | None:
     """The first step where the malformed-call rate of one run rises significantly above its earlier baseline.
 
@@ -205,7 +217,7 @@ def early_warning(
             m = sum(x["malformed_calls"] for x in win)
             c = sum(x["calls"] for x in win)
             own = r["malformed_calls"] / r["calls"]
-            if own > p0 and c and m / c >= ratio * p0:
+            if own > p0 and c and m >= min_window_malformed and m / c >= ratio * p0:
                 pv = _binom_sf(m, c, p0)
                 if pv < alpha:
                     return {

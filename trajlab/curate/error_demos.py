@@ -136,7 +136,7 @@ def _candidates(tables: ScanTables, opts: PoolOptions) -> tuple[pl.DataFrame, di
     light = tables.light.filter(pl.col("split").is_in(list(opts.source_splits)))
     calls = (
         tables.lazy("calls")
-        .filter(pl.col("status") == "malformed")
+        .filter(pl.col("status").is_in(["malformed", "warning"]))  # a call with warnings only is corrected too
         .select(
             "call_id", "trajectory_id", "turn_index", "call_index", "raw", "char_start", "char_end",
             "function_name", "matched_tool", "categories", "repaired", "repaired_arguments",

@@ -91,8 +91,8 @@ def to_trajectories(
                                tokenizer=tokenizer)
         except TrajlabError as e:
             hint = f" ({e.hint})" if e.hint else ""
-            rec, why = None, [f"sample {i}: {e.args[0] if e.args else e}{hint}; sample skipped"]
-        notes += [IngestError(source_path, line, w) for w in why]
+            rec, why = None, [("error", f"sample {i}: {e.args[0] if e.args else e}{hint}; sample skipped")]
+        notes += [IngestError(source_path, line, w, sev) for sev, w in why]
         if rec is not None:
             recs.append(rec)
     return recs, notes
@@ -100,32 +100,35 @@ def to_trajectories(
 
 def _sample(obj: dict[str, Any], i: int, n: int, *, source_path: str, line: int, step: int | None, split: str,
             tokenizer: str | None) -> tuple[RawTrajectory | None, list[str]]:
-    why: list[str] = []
+    why: list[tuple[str, str]] = []  # (severity, text): "note" where nothing is lost, "error" where something is
     ids = obj["token_ids"][i]
     if not isinstance(ids, list) or not ids:
-        return None, [f"sample {i}: no token ids; sample skipped"]
+        return None, [("error", f"sample {i}: no token ids; sample skipped")]
     if not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
-        return None, [f"sample {i}: 'token_ids' holds values that are not integers; sample skipped"]
+        return None, [("error", f"sample {i}: 'token_ids' holds values that are not integers; sample skipped")]
     lengths = _per_sample(obj, "input_lengths", n)
     length = lengths[i] if lengths is not None else None
     if not isinstance(length, int) or isinstance(length, bool) or not 0 < length <= len(ids):
         if length is not None:
-            why.append(f"sample {i}: input_lengths {length!r} does not fit its {len(ids)} token ids; all ids used")
+            why.append(("note", f"sample {i}: input_lengths {length!r} does not fit its {len(ids)} token ids; "
+                                f"all ids used"))
         length = len(ids)
     ids = ids[:length]
     masks = _per_sample(obj, "token_loss_mask", n)
     mask_raw = masks[i] if masks is not None else None
     if not isinstance(mask_raw, list) or len(mask_raw) < length:
-        return None, [f"sample {i}: 'token_loss_mask' is missing or shorter than the sample; sample skipped"]
+        return None, [("error", f"sample {i}: 'token_loss_mask' is missing or shorter than the sample; "
+                                f"sample skipped")]
     if not all(isinstance(x, (int, float)) for x in mask_raw[:length]):  # (bool is an int)
-        return None, [f"sample {i}: 'token_loss_mask' holds values that are not numbers; sample skipped"]
+        return None, [("error", f"sample {i}: 'token_loss_mask' holds values that are not numbers; sample skipped")]
     mask = [bool(x) for x in mask_raw[:length]]
     gen_lp = _per_sample(obj, "generation_logprobs", n)
     train_lp = _per_sample(obj, "prev_logprobs", n)
     lp = _floats(gen_lp[i], length) if gen_lp is not None else None
     tlp = _floats(train_lp[i], length) if train_lp is not None else None
     if gen_lp is not None and lp is None:
-        why.append(f"sample {i}: 'generation_logprobs' does not fit the sample; inference log-probs left null")
+        why.append(("error", f"sample {i}: 'generation_logprobs' does not fit the sample; inference log-probs "
+                             f"left null"))
     logprob = [(lp[k] if lp is not None and mask[k] else None) for k in range(length)]
     train_logprob = [(tlp[k] if tlp is not None and k > 0 else None) for k in range(length)]
 
@@ -141,24 +144,24 @@ def _sample(obj: dict[str, Any], i: int, n: int, *, source_path: str, line: int,
     else:
         tok, tok_name, pick_note = token_text.pick(tokenizer, ids, logged_text)
     if pick_note:
-        why.append(f"sample {i}: {pick_note}")
+        why.append(("note", f"sample {i}: {pick_note}"))
     if not token_text.fits(tok, ids):
-        return None, [*why, f"sample {i}: token ids outside the vocabulary of the tokenizer {tok_name} "
-                            f"({len(tok)} tokens); sample skipped"]
+        return None, [*why, ("error", f"sample {i}: token ids outside the vocabulary of the tokenizer {tok_name} "
+                                      f"({len(tok)} tokens); sample skipped")]
     if first_gen == length:
-        why.append(f"sample {i}: no generated token (the loss mask is all zero); kept with an empty output")
+        why.append(("note", f"sample {i}: no generated token (the loss mask is all zero); kept with an empty output"))
     cut = decode_turns(tok, ids, mask)
     inp, output, turns, turn_of = cut.input, cut.output, cut.turns, cut.turn_of
     if logged_text is not None:
         decoded, logged = strip_specials(inp + output), strip_specials(logged_text)
         if decoded != logged:  # (generated special tokens the log lacks are expected; other text is not)
-            why.append(f"sample {i}: the logged 'content' differs from the decoded ids "
-                       f"({_diff_note(decoded, logged)}); the ids are used")
+            why.append(("note", f"sample {i}: the logged 'content' differs from the decoded ids "
+                                f"({_diff_note(decoded, logged)}); the ids are used"))
 
     rewards = _per_sample(obj, "rewards", n)
     score, note = coerce_float(rewards[i] if rewards is not None else None, "rewards")
     if note:
-        why.append(f"sample {i}: {note}")
+        why.append(("error", f"sample {i}: {note}"))
     advs = _per_sample(obj, "advantages", n)
     adv_row = _floats(advs[i], length) if advs is not None else None
     advantage = next((adv_row[k] for k in range(length) if mask[k]), None) if adv_row else None

@@ -205,8 +205,8 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
                    string_agg(DISTINCT tool_format, ', ' ORDER BY tool_format) AS tool_formats
             FROM trajectories """ + run_filter, run_params)[0]
         ov["malformed_rate"] = ov["malformed_calls"] / ov["calls"] if ov["calls"] else None
-        ov["ingest_errors"] = (con.execute("SELECT count(*) FROM ingest_errors").fetchall()[0][0]
-                               if "ingest_errors" in views else 0)
+        ov["ingest_errors"] = (con.execute("SELECT count(*) FROM ingest_errors WHERE severity = 'error'")
+                               .fetchall()[0][0] if "ingest_errors" in views else 0)
         cats_total: list[tuple[str, int]] = []
         categories: dict[str, list[int]] = {}
         other: list[str] = []

@@ -229,7 +229,7 @@ def load_malformed_calls(out: str | Path, ids: Sequence[str]) -> dict[str, list[
         )
         rows = con.execute(
             f"SELECT c.call_id, c.trajectory_id, c.turn_index, c.char_start, c.char_end, c.raw, c.repaired, "
-            f"c.categories, {first} FROM calls c JOIN sel USING (trajectory_id) WHERE c.status = 'malformed' "
+            f"c.categories, {first} FROM calls c JOIN sel USING (trajectory_id) WHERE c.status <> 'ok' "
             "ORDER BY c.trajectory_id, c.turn_index, c.call_index"
         ).fetchall()
     finally:

@@ -130,6 +130,14 @@ class _Range:
             self._record_path(r, rec_rows)
 
         turn_stats, calls, findings, py_calls = self._classify(fast, turns)
+        # a rollout with a tool turn the model wrote (trajlab.provenance) takes the record path, which reports it
+        moved = self._model_written_rows(fast, turns, turn_stats)
+        if moved.len():
+            keep = ~pl.col("row").is_in(moved.implode())
+            fast, turns, turn_stats = fast.filter(keep), turns.filter(keep), turn_stats.filter(keep)
+            calls, findings, py_calls = calls.filter(keep), findings.filter(keep), py_calls.filter(keep)
+            for r in df.filter(pl.col("row").is_in(moved.implode())).iter_rows(named=True):
+                self._record_path(r, rec_rows)
         traj = self._trajectories(fast, turns, turn_stats)
         merged = {
             "trajectories": self._concat(TRAJECTORIES, [traj], rec_rows, ["row"]),
@@ -187,6 +195,7 @@ class _Range:
                                                                            pl.DataFrame, pl.DataFrame]:
         """Per assistant turn: calls, malformed calls, whether it has a call / a truncated call; plus the
         calls and findings rows."""
+        from trajlab.provenance import executed_calls
         from trajlab.toolcalls import analyze_turn
         from trajlab.toolcalls.vectorized import classify_canonical
 
@@ -203,7 +212,8 @@ class _Range:
         n_fast = res.calls.group_by("tkey").len("n_calls")
         fast_stats = acc.join(n_fast, on="tkey", how="left").select(
             "row", "turn_index", pl.col("n_calls").fill_null(0).cast(pl.Int64),
-            pl.lit(0, pl.Int64).alias("n_bad"), pl.lit(False).alias("trunc_call"))
+            pl.lit(0, pl.Int64).alias("n_bad"), pl.lit(False).alias("trunc_call"),
+            pl.col("n_calls").fill_null(0).cast(pl.Int64).alias("n_exec"))  # canonical calls: verl runs each
         calls = res.calls.join(acc.select("tkey", "row", "turn_index", "char_start", "trajectory_id", "step", "split"),
                                on="tkey").select(
             (pl.col("trajectory_id") + ":" + pl.col("turn_index").cast(pl.String) + ":"
@@ -222,7 +232,7 @@ class _Range:
         # the rest, turn by turn
         slow = asst.filter(~pl.col("tkey").is_in(res.accepted.implode()))
         contexts: dict[tuple[bool, bool, bool], TurnContext] = {}
-        stats: list[tuple[int, int, int, int, bool]] = []
+        stats: list[tuple[int, int, int, int, bool, int]] = []
         call_rows: list[tuple[Any, ...]] = []
         finding_rows: list[tuple[Any, ...]] = []
         call_keys: list[tuple[int, int]] = []
@@ -244,12 +254,34 @@ class _Range:
             call_keys += [(row, ti)] * (len(call_rows) - n0)
             finding_keys += [(row, ti, i) for i in range(len(finding_rows) - f0)]
             stats.append((row, ti, len(ta.calls), sum(1 for c in ta.calls if c.status == "malformed"),
-                          any(f.category == "truncated_call" for f in ta.findings)))
+                          any(f.category == "truncated_call" for f in ta.findings), executed_calls(ta)))
         slow_stats = pl.DataFrame(stats, schema={"row": pl.UInt32, "turn_index": pl.Int32, "n_calls": pl.Int64,
-                                                 "n_bad": pl.Int64, "trunc_call": pl.Boolean}, orient="row")
+                                                 "n_bad": pl.Int64, "trunc_call": pl.Boolean, "n_exec": pl.Int64},
+                                  orient="row")
         py_calls = _with_keys(CALLS, call_rows, call_keys, ("row", "turn_index"))
         findings = _with_keys(FINDINGS, finding_rows, finding_keys, ("row", "turn_index", "seq"))
         return pl.concat([fast_stats, slow_stats]), calls, findings, py_calls
+
+    def _model_written_rows(self, fast: pl.DataFrame, turns: pl.DataFrame, turn_stats: pl.DataFrame) -> pl.Series:
+        """The ``row`` values of rollouts with a tool turn the environment cannot have written, judged by
+        :func:`trajlab.provenance.model_written_turns` from the turns and the calls verl runs in each."""
+        from trajlab.model import Turn
+        from trajlab.provenance import model_written_turns
+
+        multi = turns.filter((pl.col("role") == "tool").any().over("row"))
+        if not multi.height:
+            return pl.Series("row", [], pl.UInt32)
+        ran = multi.join(turn_stats.select("row", "turn_index", "n_exec"), on=["row", "turn_index"], how="left",
+                         maintain_order="left")
+        prompts = dict(fast.select("row", "input").iter_rows())
+        out: list[int] = []
+        for (row,), part in ran.group_by("row", maintain_order=True):
+            ts = [Turn(ti, role, text, cs, ce) for ti, role, text, cs, ce in
+                  part.select("turn_index", "role", "text", "char_start", "char_end").iter_rows()]
+            executed = {ti: n or 0 for ti, n in part.select("turn_index", "n_exec").iter_rows()}
+            if model_written_turns(ts, executed, prompt=prompts.get(row, "")):
+                out.append(row)  # type: ignore[arg-type]
+        return pl.Series("row", out, pl.UInt32)
 
     def _trajectories(self, fast: pl.DataFrame, turns: pl.DataFrame, turn_stats: pl.DataFrame) -> pl.DataFrame:
         """The ``trajectories`` rows of the columnar records (the analysis columns from the turn stats)."""

@@ -37,6 +37,7 @@ from trajlab.scan.cache import (
 )
 from trajlab.scan.engines import for_input_size
 from trajlab.scan.ids import file_digest
+from trajlab.scan.length_limit import settle as settle_length_limit
 from trajlab.scan.options import DEFAULT_CONTROL_PROB, ScanOptions, WorkerOptions, worker_options
 from trajlab.scan.parts import PARTS_DIR, merge_parts, unit_name
 from trajlab.scan.plan import IN_PROCESS_BYTES, UNIT_BYTES, FileEntry, chunk_bytes_or_default, file_key, units
@@ -129,7 +130,8 @@ def scan(
         for e in entries:
             e.sha = content_hash(e.stats)
             if (e.run, e.sha) in seen:
-                errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.run, e.sha]} (identical content); skipped"))
+                errors.append(IngestError(e.rel, None, f"duplicate of {seen[e.run, e.sha]} (identical content); skipped",
+                                          "note"))
                 continue
             seen[e.run, e.sha] = e.rel
             keep.append(e)
@@ -140,7 +142,7 @@ def scan(
                             by_step[(str(Path(e.rel).parent), split, s["min_step"])].append(e.rel)
         for (_, split, step), rels in sorted(by_step.items()):
             if len(rels) > 1:
-                errors.append(IngestError(rels[-1], None, f"{split} step {step} also appears in {', '.join(rels[:-1])} (different content); both kept"))
+                errors.append(IngestError(rels[-1], None, f"{split} step {step} also appears in {', '.join(rels[:-1])} (different content); both kept", "note"))
 
         out.mkdir(parents=True, exist_ok=True)
         keep.sort(key=lambda e: (min((s["min_step"] for s in e.stats if s.get("min_step") is not None), default=1 << 62), e.rel))
@@ -153,6 +155,7 @@ def scan(
         if not incremental or held_key != mkey:  # else every table already holds exactly these parts
             begin_write(out)  # a kill from here to the manifest leaves a marker that readers refuse
             merge_parts(keep, parts_root, out, errors, progress)
+            settle_length_limit(out)  # truncated only near the run's length limit (needs the whole run)
             write_table(STEPS, steps_table(out, control_prob=request.control_prob), table_path(out, "steps"))
         # the tables are the cache from here on: each kept range points at its rows in them (valid once the
         # manifest names this merge), and the part files of its unit go in the prune after the manifest

@@ -189,8 +189,9 @@ class WorkerOptions:
 
 
 #: the modules whose import closure (:func:`trajlab.codeprint.import_closure`) is the code a scan's tables
-#: record: the worker (readers, classifier, engines, table specs), the merge and the steps aggregation
-CODE_ROOTS = ("trajlab.scan.worker", "trajlab.scan.parts", "trajlab.trends")
+#: record: the worker (readers, classifier, engines, table specs), the merge, the length-limit settling of the
+#: merged trajectories and the steps aggregation
+CODE_ROOTS = ("trajlab.scan.worker", "trajlab.scan.parts", "trajlab.scan.length_limit", "trajlab.trends")
 
 
 @functools.lru_cache(maxsize=1)

@@ -31,14 +31,14 @@ def record_loop(task: FileTask, opts: WorkerOptions, digest: str) -> dict[str, p
     errs = rows["ingest_errors"]
     for item in iter_records(task):
         if isinstance(item, IngestError):
-            errs.append((item.source_path, item.line, item.reason))
+            errs.append((item.source_path, item.line, item.reason, item.severity))
             continue
         try:
             record_rows(item, opts, rows, trajectory_id(task.rel, item.source_line, digest, item.sample),
                         dumps_extra(item.extra))
         except Exception as e:  # the classifier never raises by contract; keep going if it ever does
             errs.append((task.rel, item.source_line,
-                         f"internal error while classifying (please report): {type(e).__name__}: {e}"))
+                         f"internal error while classifying (please report): {type(e).__name__}: {e}", "error"))
     return {spec.name: columns_table(spec, row_columns(spec.name, rows[spec.name])) for spec in PART_TABLES}
 
 
@@ -58,7 +58,7 @@ def record_rows(rec: RawTrajectory, opts: WorkerOptions, rows: Rows, traj_id: st
         if ta is not None:
             turn_rows(traj_id, turn.index, turn.char_start, ta, rec.step, rec.split, rows["calls"], rows["findings"])
     for note in an.notes:  # e.g. a turn over the per-turn cap: what was counted but not classified
-        rows["ingest_errors"].append((rec.source_path, rec.source_line, note))
+        rows["ingest_errors"].append((rec.source_path, rec.source_line, note, "error"))
     if rec.tokens is not None:  # exact tokens (NeMo-RL): one row per token, and what only the tokens show
         from trajlab.scan.exact_tokens import fabricated_findings, token_rows
 

@@ -32,12 +32,15 @@ class ScanSummary:
     calls: int = 0
     malformed_calls: int = 0
     malformed_rate: float | None = None
+    #: calls whose findings are warnings only (status warning): they run, and are not counted malformed
+    warning_calls: int = 0
     trajectories_with_malformed: int = 0
     final_answer_rate: float | None = None
     schema_checked_rate: float | None = None
     #: (category, malformed calls carrying it), every split (:data:`CATEGORY_SHARE`)
     top_categories: list[tuple[str, int]] = field(default_factory=list)
-    ingest_errors: int = 0
+    ingest_errors: int = 0  # ingest_errors rows of severity error: something was lost (a record, a line, a field)
+    ingest_notes: int = 0  # ingest_errors rows of severity note: read whole, nothing lost
     ingest_error_examples: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # what discovery left out on purpose, with why
     #: outputs made from this directory's earlier tables that the scan deleted (trajlab.ownfiles.retire_derived)
@@ -134,8 +137,12 @@ def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float,
         .collect()
     )
     s.top_categories = [(r[0], int(r[1])) for r in cats.iter_rows()]
-    errs_lf = pl.scan_parquet(table_path(out, "ingest_errors"))
+    s.warning_calls = int(pl.scan_parquet(table_path(out, "calls")).filter(pl.col("status") == "warning")
+                          .select(pl.len()).collect().item())
+    all_lf = pl.scan_parquet(table_path(out, "ingest_errors"))
+    errs_lf = all_lf.filter(pl.col("severity") == "error")
     s.ingest_errors = int(errs_lf.select(pl.len()).collect().item())
+    s.ingest_notes = int(all_lf.select(pl.len()).collect().item()) - s.ingest_errors
     s.ingest_error_examples = [
         f"{r['source_path']}:{r['line'] if r['line'] is not None else '-'}: {r['reason']}"
         for r in errs_lf.head(5).collect().iter_rows(named=True)

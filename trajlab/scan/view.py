@@ -155,6 +155,9 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
     else:
         head.add_row("tool calls", f"{s.calls:,}")
         head.add_row("malformed calls", f"{s.malformed_calls:,}  ({rate})")
+        if s.warning_calls:
+            head.add_row("calls with warnings only", f"{s.warning_calls:,}  ({s.warning_calls / s.calls:.1%}; they run, "
+                                                     f"not counted malformed)")
         head.add_row("trajectories with a malformed call", f"{s.trajectories_with_malformed:,}")
     if s.final_answer_rate is not None:
         head.add_row("final-answer rate", f"{s.final_answer_rate:.1%}" + end_note(s))
@@ -182,7 +185,11 @@ def render_summary(summary: Any, category_steps: dict[tuple[str, str, int], dict
         head.add_row("reward plugin", f"{rp['trajectories']:,} trajectories carry trajlab's verl reward keys "
                      f"(mean task_score {rp['mean_task_score']:.3f}, format_reward {rp['mean_format_reward']:.3f})")
     if s.ingest_errors:
-        head.add_row("ingest errors", Text(f"{s.ingest_errors} (see ingest_errors.parquet)", style="yellow"))
+        head.add_row("ingest errors", Text(f"{s.ingest_errors} (something lost; see ingest_errors.parquet)",
+                                           style="yellow"))
+    if s.ingest_notes:
+        head.add_row("ingest notes", Text(f"{s.ingest_notes} (nothing lost: {s.ingest_errors} ingest errors; "
+                                          f"see ingest_errors.parquet, severity note)", style="dim"))
     for g in getattr(s, "grouping", None) or []:
         head.add_row("prompt groups", Text(g["message"], style="yellow"))
     for d in getattr(s, "retired", None) or []:

@@ -11,7 +11,7 @@ from typing import Any
 from trajlab.model import Finding, ParsedCall
 from trajlab.toolcalls.call_checks import call_arguments, check_name, check_params
 from trajlab.toolcalls.draft import CallDraft, parsed_call
-from trajlab.toolcalls.findings import BAD_SEVERITIES, issue_finding
+from trajlab.toolcalls.findings import BAD_SEVERITIES, call_status, issue_finding
 from trajlab.toolcalls.formats import FORMATS
 from trajlab.toolcalls.repair import Reclassify, repair_call
 from trajlab.toolcalls.ruleset import RuleSet
@@ -39,11 +39,13 @@ def finish_call(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | No
         verl_issues(d, fmt, verdict, mine, vcalls, text)
     findings: list[Finding] = []
     bad: set[str] = set()
+    sevs: set[str] = set()
     for iss in d.issues:
         f = issue_finding(rs, iss, fmt_key, i)
         findings.append(f)
         if f.severity in BAD_SEVERITIES:
             bad.add(f.category)
+            sevs.add(f.severity)
     if verdict is not None and verdict != AS_INTENDED and not d.literals:
         if not any(f.severity == "error" or f.category == "verl_conversion_divergence" for f in findings):
             # verl drops or mangles the call while no finding says so with an error: say it
@@ -53,6 +55,7 @@ def finish_call(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | No
             f = issue_finding(rs, iss, fmt_key, i)
             findings.append(f)
             bad.add(f.category)
+            sevs.add(f.severity)
         else:
             say_what_verl_does(findings, fmt, verdict, mine, vcalls)
     cats = sorted(bad)
@@ -61,7 +64,7 @@ def finish_call(i: int, d: CallDraft, text: str, fmt: str, index: ToolIndex | No
         repaired, repaired_args, note = repair_call(d, findings, text, fmt, repair_name, renames, props, tools,
                                                     index, rs, reclassify)
     pc = parsed_call(i, d.fmt, text[d.start:d.end], d.start, d.end, d.name, matched, args,
-                     "malformed" if cats else "ok", cats, repaired, repaired_args, note)
+                     call_status(sevs), cats, repaired, repaired_args, note)
     pc.verl_executes = verdict
     if verdict == DIFFERENTLY:
         pc.verl_function_name, pc.verl_arguments = mine[0].name, mine[0].arguments

@@ -114,7 +114,7 @@ def print_analysis(ta: TurnAnalysis, *, text: str, tool_format: str, schema_chec
         if c.matched_tool and c.matched_tool != c.function_name:
             line.append(f" -> {c.matched_tool}")
         line.append(f"  [{c.format}]  ")
-        line.append(c.status, style="green" if c.status == "ok" else "bold red")
+        line.append(c.status, style={"ok": "green", "warning": "yellow"}.get(c.status, "bold red"))
         if c.categories:
             line.append("  " + ", ".join(c.categories))
         console.print(line)

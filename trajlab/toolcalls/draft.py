@@ -10,6 +10,7 @@ All offsets are absolute offsets into the turn text.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -128,6 +129,22 @@ def parsed_call(call_index: int, fmt: str, raw: str, start: int, end: int, funct
                       matched_tool=matched_tool, arguments=arguments, status=status,  # type: ignore[arg-type]
                       categories=categories, repaired=repaired, repaired_arguments=repaired_arguments,
                       repair_note=repair_note)
+
+
+#: one character repeated this many times in a row (whitespace and common rule characters aside) is a loop
+LOOP_MIN = 24
+_LOOP = re.compile(r"([^\s\-=*_#.~`+|/\\0])\1{" + str(LOOP_MIN - 1) + ",}")
+
+
+def degenerate_loop(s: str) -> str:
+    """A note on the longest run of one repeated character in ``s`` (a degenerate generation loop), or ``""``."""
+    best = None
+    for m in _LOOP.finditer(s):
+        if best is None or len(m.group()) > len(best.group()):
+            best = m
+    if best is None:
+        return ""
+    return f"; then a degenerate loop of one repeated character ({best.group(1)!r} x {len(best.group()):,})"
 
 
 def snip(s: str, limit: int = 60) -> str:

@@ -11,9 +11,9 @@ import re
 from typing import Any
 
 from trajlab.model import Finding, TurnContext
-from trajlab.toolcalls.draft import MISSING, CallDraft, Issue, snip
+from trajlab.toolcalls.draft import MISSING, CallDraft, Issue, degenerate_loop, snip
 from trajlab.toolcalls.fastpath import FastTurn
-from trajlab.toolcalls.findings import BAD_SEVERITIES, issue_finding
+from trajlab.toolcalls.findings import BAD_SEVERITIES, call_status, issue_finding
 from trajlab.toolcalls.formats import TEXT_INPUT_FORMATS
 from trajlab.toolcalls.repair import Reclassify, repair_call
 from trajlab.toolcalls.ruleset import RuleSet
@@ -28,6 +28,10 @@ _ENV_MARKER = re.compile(
     r"(?P<role><\|im_start\|>[a-z_]*|<\|observation\|>|<\|user\|>|<\|im_system\|>|<\|im_user\|>"
     r"|<\|start\|>functions\.)"
     r"|(?P<response><tool_response>|<｜tool▁outputs?▁begin｜>)")
+
+#: a bare chat role line as verl's stripped decode leaves a role header (``<|im_start|>user`` minus its special
+#: token): the word alone on its line, followed by more text
+_ROLE_LINE = re.compile(r"(?:\A|\n)(?P<role>user|assistant|system|tool)[ \t]*\n(?=\S|\s*\S)")
 
 
 def turn_facts(text: str, drafts: list[CallDraft], think: list[tuple[int, int, int, int, int, int]],
@@ -49,6 +53,12 @@ def turn_facts(text: str, drafts: list[CallDraft], think: list[tuple[int, int, i
                 unparsed = any(i.category == "missing_call_open" for i in d.issues)  # (verl never sees it)
                 d.add("call_inside_think", "unparsed" if unparsed else ("preempts" if preempts else "drafted"),
                       d.start, d.end)
+    if len(outside) > 1:  # a bare role line between two calls: the model wrote a turn in between
+        ordered = sorted(outside, key=lambda d: d.start)
+        for a, b in zip(ordered, ordered[1:], strict=False):
+            iss = _role_between(text, a.end, b.start)
+            if iss is not None:
+                a.issues.append(iss)
     if outside:
         last = outside[0] if len(outside) == 1 else max(outside, key=lambda d: d.end)
         tail_issue = _text_after(text, last.end, think, ctx)
@@ -76,13 +86,20 @@ def after_canonical(text: str, fast: FastTurn, think: list[tuple[int, int, int, 
     converted once more (``reclassify`` is asked only when they cannot be).
     """
     assert fast.calls is not None
+    out: list[Finding] = []
+    for a, b in zip(fast.calls, fast.calls[1:], strict=False):  # a bare role line between two calls
+        between = _role_between(text, a.end, b.start)
+        if between is not None:
+            fb = issue_finding(rs, between, fmt, a.call_index)
+            out.append(fb)
+            a.status, a.categories = call_status((fb.severity,)), [between.category]
     last = fast.calls[-1]
     iss = _text_after(text, last.end, think, ctx)
     if iss is None:
-        return []
+        return out
     f = issue_finding(rs, iss, fmt, last.call_index)
     if f.severity in BAD_SEVERITIES:
-        last.status, last.categories = "malformed", [iss.category]
+        last.status, last.categories = call_status((f.severity,)), [iss.category]
         if repair:
             name = last.function_name  # exact (or, without a schema, a valid name): the name a repair keeps
             tool = index.get(name) if index is not None else None
@@ -91,7 +108,16 @@ def after_canonical(text: str, fast: FastTurn, think: list[tuple[int, int, int, 
             last.repaired, last.repaired_arguments, last.repair_note = repair_call(
                 d, [f], text, fmt, name, {}, tool.intended if tool is not None else {}, tools, index, rs,
                 reclassify, recheck=None if again is MISSING else (1, again, []))
-    return [f]
+    return [*out, f]
+
+
+def _role_between(text: str, start: int, end: int) -> Issue | None:
+    """``fabricated_tool_response/role_line`` when a bare role line stands between two calls (``start:end``)."""
+    role = _ROLE_LINE.search(text, start, end) if end > start else None
+    if role is None:
+        return None
+    return Issue("fabricated_tool_response", "role_line", role.start("role"), end,
+                 {"marker": role.group("role"), "text": snip(text[role.start("role"):end].strip(), 50), "loop": ""})
 
 
 #: react issues that already name the text after the action
@@ -110,6 +136,13 @@ def _text_after(text: str, end: int, think: list[tuple[int, int, int, int, int, 
         if e > s:
             tail = tail[: s - end] + " " * (e - s) + tail[e - end:]
     env = _ENV_MARKER.search(tail)
+    role = _ROLE_LINE.search(tail)
+    if role is not None and env is None:
+        # a bare role line in stripped text: a chat turn the environment never writes after a call
+        e = end + len(tail.rstrip())
+        return Issue("fabricated_tool_response", "role_line", end + role.start("role"), e,
+                     {"marker": role.group("role"), "text": snip(tail[role.start("role"):].strip(), 50),
+                      "loop": degenerate_loop(tail[role.start("role"):])})
     if env is not None:  # the model went on to write the environment's part: the tool's reply is made up
         e = end + len(tail.rstrip())
         variant = "role_marker" if env.group("role") else "response_tag"

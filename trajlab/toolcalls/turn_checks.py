@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from trajlab.model import Finding, ParsedCall, Span
 from trajlab.toolcalls.draft import CallDraft, Issue, snip
-from trajlab.toolcalls.findings import BAD_SEVERITIES, issue_finding
+from trajlab.toolcalls.findings import BAD_SEVERITIES, issue_finding, worse_status
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex
 
@@ -67,5 +67,5 @@ def user_rules(text: str, rs: RuleSet, spans: list[Span], calls: list[ParsedCall
                 out.append(Finding(rule.category, sev, m.start(), m.end(), msg, f"user/{rule.id}", ci))  # type: ignore[arg-type]
                 if ci is not None and sev in BAD_SEVERITIES and rule.category not in calls[ci].categories:
                     calls[ci].categories = sorted([*calls[ci].categories, rule.category])
-                    calls[ci].status = "malformed"
+                    calls[ci].status = worse_status(calls[ci].status, sev)
     return out

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 POLICY_FILE = "reward_policy.yaml"
 MODES = ("additive", "gate")
 #: the keys every sample carries besides the policy's groups, in this order
-CORE_KEYS = ("score", "task_score", "format_reward", "tool_calls", "malformed_calls", "verl_dropped_calls",
-             "classified", "task_failed", "plugin_errors")
+CORE_KEYS = ("score", "task_score", "format_reward", "tool_calls", "malformed_calls", "warned_calls",
+             "verl_dropped_calls", "classified", "task_failed", "plugin_errors")
 #: keys verl itself uses with a meaning of its own: a group may not take them
 RESERVED = frozenset({*CORE_KEYS, "acc", "pred", "reward", "input", "output", "gts", "step", "uid", "data_source"})
 
@@ -58,7 +58,7 @@ class RewardPolicy:
     min_format_reward: float = -1.0
     max_format_reward: float = 0.5
     error_penalty: float = 0.5
-    warning_penalty: float = 0.2
+    warning_penalty: float = 0.05
     category_penalties: tuple[tuple[str, float], ...] = ()
     groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
     _penalty: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
@@ -130,7 +130,7 @@ def _policy_from_data(data: Any, where: str) -> RewardPolicy:
         gate_adds_format=bool(adds),
         **{k: w[k] for k in known_w if k in w},
         error_penalty=p.get("error", 0.5),
-        warning_penalty=p.get("warning", 0.2),
+        warning_penalty=p.get("warning", 0.05),
         category_penalties=tuple(sorted((str(k), v) for k, v in cats.items())),
         groups=tuple((str(k), tuple(v) if isinstance(v, (list, tuple)) else ()) for k, v in g.items()
                      if v is not None and v != []),  # a later pack drops a group with null or []
@@ -193,6 +193,7 @@ class Verdict:
     tool_calls: int
     malformed_calls: int
     verl_dropped_calls: int
+    warned_calls: int
     groups: dict[str, int]
     all_valid: bool
 
@@ -205,10 +206,13 @@ def judge(an: TrajectoryAnalysis, policy: RewardPolicy) -> Verdict:
         for c in cats:
             member.setdefault(c, []).append(name)
     total = 0.0
-    n = bad = dropped = turn_errors = 0
-    for _turn, ta in an.turns:
+    n = bad = dropped = turn_errors = warned = 0
+    # calls written after a tool turn the model made up answer a reply no tool gave: never paid
+    invented_from = min((m.turn_index for m in an.model_turns), default=None)
+    for turn, ta in an.turns:
         if ta is None:
             continue
+        unpaid = invented_from is not None and turn.index > invented_from
         per_call: dict[int, list[tuple[str, str]]] = {}
         for f in ta.findings:
             if f.severity not in ("error", "warning"):
@@ -229,11 +233,14 @@ def judge(an: TrajectoryAnalysis, policy: RewardPolicy) -> Verdict:
                 for cat in pc.categories:
                     for g in member.get(cat, ()):
                         groups[g] = 1
-            else:
+            elif pc.status == "warning":  # it runs (warnings only): paid, less the warning's penalty
+                warned += 1
+                total += (0.0 if unpaid else policy.valid_call) - policy.call_penalty(per_call.get(pc.call_index) or [])
+            elif not unpaid:
                 total += policy.valid_call
     if n == 0:
         fr = policy.no_call_reward - policy.turn_error * turn_errors
     else:
         fr = total - policy.verl_dropped * dropped - policy.turn_error * turn_errors
     fr = min(max(fr, policy.min_format_reward), policy.max_format_reward)
-    return Verdict(fr, n, bad, dropped, groups, bad == 0)
+    return Verdict(fr, n, bad, dropped, warned, groups, bad == 0)

@@ -97,6 +97,7 @@ class Scorer:
             out["format_reward"] = fr
             out["tool_calls"] = float(verdict.tool_calls)
             out["malformed_calls"] = float(verdict.malformed_calls)
+            out["warned_calls"] = float(verdict.warned_calls)
             out["verl_dropped_calls"] = float(verdict.verl_dropped_calls)
             for k, v in verdict.groups.items():
                 out[k] = float(v)
@@ -131,11 +132,12 @@ class Scorer:
                             f"(per-response cap; 'classified' is 0 for such samples)")
             text = text[:cut]
         from trajlab.ingest.turns import split_turns
+        from trajlab.provenance import env_turns_from_num_turns
 
         rec = RawTrajectory(source_path="", source_line=0, source_format="verl_reward", split="train", step=None,
                             group_id="", score=None, input=prompt if prompt is not None else _prompt_text(info),
                             output=text, turns=split_turns(text), tools=_info_tools(info), tools_source=None,
-                            extra={})
+                            extra={}, env_turns=env_turns_from_num_turns(info.get("num_turns")))
         an = analyze_trajectory(rec, tool_format=self.options.tool_format, tools=self.tools,
                                 rules_dirs=self.options.rules_dirs)
         return judge(an, self.policy), cut is None and not an.notes
@@ -266,7 +268,7 @@ def compute_score(data_source: Any = None, solution_str: Any = "", ground_truth:
                   **kwargs: Any) -> dict[str, float]:
     """verl's per-sample reward function.
 
-    Returns ``{"score", "task_score", "format_reward", "tool_calls", "malformed_calls", "verl_dropped_calls",
+    Returns ``{"score", "task_score", "format_reward", "tool_calls", "malformed_calls", "warned_calls", "verl_dropped_calls",
     "classified", "task_failed", "plugin_errors", <one 0/1 key per policy group>}``: floats, never NaN, the
     same keys for every sample. ``kwargs``: verl's ``reward_kwargs`` (see :class:`~trajlab.verl.options.
     RewardOptions`) and call-time extras; keys the plugin does not read are passed on to the task function.
