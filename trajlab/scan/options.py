@@ -176,7 +176,7 @@ class WorkerOptions:
 
 
 #: the code whose behaviour the scan tables record: readers, the classifier, the engines, the table specs
-_CODE = ("ingest", "toolcalls", "scan", "trajectory.py", "ending.py", "groups.py", "tables.py", "model.py", "chatml.py", "trends.py",
+_CODE = ("ingest", "toolcalls", "scan", "trajectory.py", "ending.py", "groups.py", "tables.py", "model.py", "families", "trends.py",
          "rulepacks.py")
 
 

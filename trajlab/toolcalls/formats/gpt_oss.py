@@ -27,11 +27,11 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Edit, Issue, Ranges, snip
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.formats.base import ToolFormat
+from trajlab.toolcalls.formats.toolcall_blocks import tool_call_blocks
 from trajlab.toolcalls.jsonbody import fill_json_arguments
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.sectioned import read_json_tail
-from trajlab.toolcalls.toolcall_blocks import tool_call_blocks
 
 START, CHANNEL, CONSTRAIN, MESSAGE, CALL = "<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|call|>"
 _ENDS = re.compile(r"<\|(call|end|return|start)\|>")
@@ -51,7 +51,7 @@ class GptOssFormat(ToolFormat):
     """Harmony tool calls (markers kept or stripped)."""
 
     name = "gpt_oss"
-    family = "gpt-oss-20b, gpt-oss-120b"
+    models = "gpt-oss-20b, gpt-oss-120b"
     json_arguments = True
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
