@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from helpers.report_html import CHROMIUM, js_problems, parse_page, run_chromium
 
@@ -163,3 +165,29 @@ def test_watch_writes_trajlab_scalars_for_tensorboard(tmp_path: Path) -> None:
     steps = {r["step"]: r for r in result.summary.steps if r["split"] == "train"}
     assert all(abs(got[(s, "trajlab/malformed_rate")] - r["malformed_rate"]) < 1e-6 for s, r in steps.items()
                if r["malformed_rate"] is not None)
+
+
+def test_metrics_table_follows_the_reader_code_and_full_scans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The metrics table is kept across unchanged re-scans, but read again by ``scan --full`` and when the code
+    that reads logs changes (the key holds its source, not only the inputs)."""
+    run = tmp_path / "exp" / "rollout"
+    run.mkdir(parents=True)
+    shutil.copy(SAMPLE / "qwen35_xml_run" / "rollout" / "1.jsonl", run / "1.jsonl")
+    (tmp_path / "exp" / "train_metrics.jsonl").write_text('{"step":1,"data":{"critic/score/mean":0.5}}\n')
+    out = tmp_path / "out"
+    table = out / "metrics.parquet"
+
+    def scan_mtime(**kw: object) -> int:
+        scan([tmp_path / "exp"], out, ScanOptions(jobs=1, **kw), progress=False)  # type: ignore[arg-type]
+        return table.stat().st_mtime_ns
+
+    first = scan_mtime()
+    os.utime(table, ns=(1, 1))
+    assert scan_mtime() == 1  # unchanged: kept
+    assert scan_mtime(incremental=False) != 1  # --full: read again
+    os.utime(table, ns=(1, 1))
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes",
+                        lambda self: real(self) + (b"\n# edited" if self.name == "filelog.py" else b""))
+    assert scan_mtime() != 1  # the log reader changed: read again
+    assert first and pq.read_table(table).num_rows == 1

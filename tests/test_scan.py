@@ -199,15 +199,55 @@ def test_scan_other_input_formats_from_sample_data(tmp_path):
     assert bad.height > 0 and any("invalid_json" in c for c in bad["categories"].to_list())
 
 
+_WORKER_MODULES = """
+import json, sys
+from pathlib import Path
+from trajlab.ingest import detect_format, plan_tasks
+from trajlab.scan.ids import file_digest
+from trajlab.scan.options import ScanOptions, worker_options
+from trajlab.scan.worker import process_unit
+opts = worker_options(ScanOptions(engine=sys.argv[3]))
+unit = []
+for k, p in enumerate(sorted(Path(sys.argv[1]).rglob("*.jsonl")) + sorted(Path(sys.argv[1]).rglob("*.parquet"))):
+    fmt, _ = detect_format(p)
+    if fmt:
+        for t in plan_tasks(p, p.name, fmt, 1 << 30):
+            unit.append((t, file_digest(p), str(Path(sys.argv[2]) / f"f{k}")))
+process_unit(unit, opts, str(Path(sys.argv[2]) / "u-unit"))
+from trajlab.trends import steps_table
+print(json.dumps(sorted(m for m in sys.modules if m == "trajlab" or m.startswith("trajlab."))))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["columnar", "records"])
+def test_the_cache_fingerprint_covers_every_module_a_worker_loads(tmp_path, engine):
+    """The fingerprint's code is derived (the import closure of the worker, the merge and the steps
+    aggregation), not listed by hand: every trajlab module a real worker process loads while reading every
+    sample run's format is in it."""
+    import json
+    import subprocess
+    import sys
+
+    from trajlab.codeprint import import_closure
+    from trajlab.scan.options import CODE_ROOTS
+
+    sample = Path(__file__).resolve().parents[1] / "sample_data"
+    got = subprocess.run([sys.executable, "-c", _WORKER_MODULES, str(sample), str(tmp_path), engine],
+                         capture_output=True, text=True, timeout=300, check=True)
+    loaded = set(json.loads(got.stdout.strip().splitlines()[-1]))
+    closure = set(import_closure(CODE_ROOTS))
+    assert {"trajlab.toolcalls", "trajlab.ingest", "trajlab.tables", "trajlab.exactsum"} <= closure
+    assert len(loaded) > 40 and loaded - closure == set()
+
+
 def test_the_cache_fingerprint_covers_the_classifier_code(tmp_path, monkeypatch):
     """Parts made by other classifier code are never reused: the fingerprint hashes the source of every module
-    that shapes the tables (each named one exists), and changes when one of them does."""
+    that shapes the tables, and changes when one of them does."""
     from pathlib import Path as P
 
     import trajlab.scan.options as so
 
-    root = P(so.__file__).resolve().parents[1]
-    assert all((root / name).exists() for name in so._CODE)
     before = so.WorkerOptions().fingerprint()
     real = P.read_bytes
 

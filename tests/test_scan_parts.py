@@ -1,6 +1,6 @@
-"""Part files are written per unit of work and shared by its files: an incremental re-scan reuses the rows of
-unchanged files from their unit, writes a new unit for the changed ones, gives the bytes of a full scan, and
-prunes a unit once none of its files uses it."""
+"""Part files are written per unit of work and shared by its files until the merge; then the merged tables are
+the cache: an incremental re-scan reuses the rows of unchanged files from the tables, reads the changed ones,
+gives the bytes of a full scan, and leaves no part file behind."""
 
 from __future__ import annotations
 
@@ -24,29 +24,50 @@ def tables(out: Path) -> dict[str, bytes]:
     return {n: (out / f"{n}.parquet").read_bytes() for n in SCAN_TABLES}
 
 
-def test_units_shared_reused_and_pruned(tmp_path: Path) -> None:
+def reused(out: Path) -> dict[str, bool]:
+    return {i["rel"]: i["reused"] for i in json.loads((out / "manifest.json").read_text())["inputs"]}
+
+
+def cache_bytes(out: Path) -> int:
+    return sum(f.stat().st_size for f in (out / ".parts").rglob("*") if f.is_file())
+
+
+def test_the_tables_are_the_cache(tmp_path: Path) -> None:
+    """After a scan no part file is left: each range's done.json points at its rows in the merged tables, so the
+    cache is a few hundred bytes per range; a re-scan reuses the unchanged files' rows from the tables, reads
+    the changed one, and gives the bytes of a full scan; tables that are not the recorded merge (a killed
+    rewrite, a table replaced) are never trusted."""
     root = make_generated(tmp_path / "in", files=4, per_file=10)
     out = tmp_path / "out"
     scan([root], out, ScanOptions(jobs=1), progress=False)
-    first = units(out)
-    assert len(first) == 1  # four small files of one directory: one unit, one part file per table
+    assert units(out) == set()
+    key = json.loads((out / "manifest.json").read_text())["merge_key"]
+    done = [json.loads(p.read_text()) for p in (out / ".parts").rglob("*.done.json")]
+    assert len(done) == 4 and all(d["unit"] is None and d["merged"] == key for d in done)
+    assert cache_bytes(out) < 4 * 1024 < sum(len(b) for b in tables(out).values())
 
     changed = root / "rollout" / "2.jsonl"
     changed.write_bytes(changed.read_bytes() + changed.read_bytes().splitlines(keepends=True)[0])
     os.utime(changed, ns=(1, 1))
     scan([root], out, ScanOptions(jobs=1), progress=False)
-    inputs = {i["rel"]: i["reused"] for i in json.loads((out / "manifest.json").read_text())["inputs"]}
-    assert inputs == {"rollout/1.jsonl": True, "rollout/2.jsonl": False, "rollout/3.jsonl": True,
-                      "rollout/4.jsonl": True}
-    assert first < units(out) and len(units(out)) == 2  # the old unit still holds three files' rows
+    assert reused(out) == {"rollout/1.jsonl": True, "rollout/2.jsonl": False, "rollout/3.jsonl": True,
+                           "rollout/4.jsonl": True}
+    assert units(out) == set()
     scan([root], tmp_path / "full", ScanOptions(jobs=1, incremental=False), progress=False)
     assert tables(out) == tables(tmp_path / "full")
 
-    for f in (root / "rollout").glob("*.jsonl"):
-        os.utime(f, ns=(2, 2))
+    scan([root], out, ScanOptions(jobs=1), progress=False)  # nothing changed: all reused, nothing merged
+    assert all(reused(out).values()) and tables(out) == tables(tmp_path / "full")
+
+    (out / ".trajlab-incomplete").write_text("{}")  # a scan killed while rewriting the tables
     scan([root], out, ScanOptions(jobs=1), progress=False)
-    assert not first & units(out)  # no file uses the first unit any more
-    assert tables(out) == tables(tmp_path / "full")
+    assert not any(reused(out).values()) and tables(out) == tables(tmp_path / "full")
+
+    other = tmp_path / "other"  # a table replaced by another scan's table of the same name
+    scan([make_generated(tmp_path / "in2", seed=9, files=2, per_file=7)], other, ScanOptions(jobs=1), progress=False)
+    (out / "calls.parquet").write_bytes((other / "calls.parquet").read_bytes())
+    scan([root], out, ScanOptions(jobs=1), progress=False)
+    assert not any(reused(out).values()) and tables(out) == tables(tmp_path / "full")
 
 
 def _child_pool_size(q: object) -> None:  # runs in a spawned process, like a scan worker
@@ -79,3 +100,31 @@ def test_worker_threads_share_the_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     with worker_threads(4) as given:
         assert given is None and os.environ[POLARS_THREADS_ENV] == "3"
     assert os.environ[POLARS_THREADS_ENV] == "3"
+
+
+@pytest.mark.slow
+def test_rows_read_back_from_the_tables_keep_their_place(tmp_path: Path) -> None:
+    """Reused rows come back from the previous tables at the right offsets: with damaged files (ingest errors
+    from the parts), a duplicate file (a driver-side error heading ingest_errors), a big file cut into many
+    ranges, and a changed file between two unchanged ones, the incremental scan equals the full one."""
+    import shutil
+
+    from helpers.scan_inputs import make_messy
+
+    root = make_messy(tmp_path / "in")
+    shutil.copy(root / "rollout" / "1.jsonl", root / "rollout" / "dup.jsonl")
+    make_generated(tmp_path / "gen", files=1, per_file=300)
+    (root / "big").mkdir()
+    shutil.copy(tmp_path / "gen" / "rollout" / "1.jsonl", root / "big" / "1.jsonl")
+    out, full = tmp_path / "out", tmp_path / "full"
+    opts = ScanOptions(jobs=1, chunk_bytes=50_000)
+    scan([root], out, opts, progress=False)
+    changed = root / "rollout" / "7.jsonl"
+    changed.write_bytes(changed.read_bytes() * 2)
+    os.utime(changed, ns=(3, 3))
+    scan([root], out, opts, progress=False)
+    got = reused(out)
+    assert not got["rollout/7.jsonl"] and got["big/1.jsonl"] and got["rollout/2.jsonl"]
+    assert len(list((out / ".parts").rglob("*.done.json"))) > 20  # the big file is many ranges
+    scan([root], full, ScanOptions(jobs=1, chunk_bytes=50_000, incremental=False), progress=False)
+    assert tables(out) == tables(full)

@@ -61,7 +61,7 @@ class RawTrajectory:
 
     source_path: str
     source_line: int  # 1-based line (JSONL) or 1-based record index (JSON list / Parquet)
-    source_format: str  # verl_jsonl | verl_tool_json | openai_messages
+    source_format: str  # a format name of trajlab.ingest.detect.FORMATS (verl_jsonl, nemo_rl_jsonl, slime_pt, ...)
     split: str  # train | val
     step: int | None
     group_id: str

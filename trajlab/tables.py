@@ -77,7 +77,8 @@ TRAJECTORIES = TableSpec(
         C("trajectory_id", STR, "stable id: hash of source_path, the record index and the file's content (sha1)", False),
         C("source_path", STR, "input file, relative to the scanned root (several roots: prefixed with the root's name)", False),
         C("source_line", I64, "1-based line (JSONL) or record index (JSON list / Parquet)", False),
-        C("source_format", STR, "verl_jsonl | verl_tool_json | openai_messages | nemo_rl_jsonl", False),
+        C("source_format", STR, "verl_jsonl | verl_tool_json | openai_messages | nemo_rl_jsonl | trl_completions | "
+          "skyrl_eval_jsonl | slime_pt", False),
         C("run", STR, "training run (experiment): the file's directory, split dir folded, or --run NAME", False),
         C("split", STR, "train | val", False),
         C("step", I64, "training step (from the record, else from the file name)"),

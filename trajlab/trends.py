@@ -48,24 +48,43 @@ def token_aggregates(traj_lf: Any, tokens_lf: Any, control_prob: float = 0.5) ->
 
     import polars as pl
 
+    from trajlab.exactsum import finish_mean, mean_exprs
+
+    keys = ["run", "split", "step"]
     gen = tokens_lf.filter(pl.col("generated")).join(
         traj_lf.select("trajectory_id", "run", "split", "step"), on="trajectory_id", how="inner")
-    diff = (pl.col("logprob") - pl.col("train_logprob")).abs()
-    ctrl = pl.col("control")
     lp = pl.col("logprob")
+    gen = gen.with_columns(
+        pl.when(pl.col("control")).then(lp).alias("_ctrl_lp"),
+        (lp - pl.col("train_logprob")).abs().alias("_diff"),
+    ).with_columns(pl.when(pl.col("control")).then(pl.col("_diff")).alias("_ctrl_diff"),
+                   pl.when(pl.col("_ctrl_lp").is_not_null())
+                   .then((pl.col("_ctrl_lp") < math.log(control_prob)).cast(pl.Float64)).alias("_low"))
+    means = {"control_logprob_mean": "_ctrl_lp", "control_low_prob_share": "_low",
+             "logprob_mismatch": "_diff", "control_logprob_mismatch": "_ctrl_diff"}
     agg = (
-        gen.group_by(["run", "split", "step"])
-        .agg(
-            pl.len().cast(pl.Int64).alias("generated_tokens"),
-            lp.filter(ctrl).sort().mean().alias("control_logprob_mean"),  # sorted: the same sum in every run
-            (lp.filter(ctrl & lp.is_not_null()) < math.log(control_prob)).cast(pl.Float64).mean()
-            .alias("control_low_prob_share"),
-            diff.sort().mean().alias("logprob_mismatch"),
-            diff.filter(ctrl).sort().mean().alias("control_logprob_mismatch"),
-        )
+        gen.group_by(keys)
+        .agg(pl.len().cast(pl.Int64).alias("generated_tokens"),
+             *[e for name, col in means.items() for e in mean_exprs(col, f"_{name}_")])
         .collect()
     )
-    return {(r["run"], r["split"], r["step"]): r for r in agg.iter_rows(named=True)}
+    got = {}
+    for r in agg.iter_rows(named=True):
+        for name, col in means.items():  # exact means: the same bytes in every run, whatever the row order
+            r[name] = finish_mean(r, f"_{name}_", lambda c=col, k=(r["run"], r["split"], r["step"]):
+                                  group_values(gen, keys, k, c))
+        got[(r["run"], r["split"], r["step"])] = r
+    return got
+
+
+def group_values(lf: Any, keys: list[str], key: tuple[Any, ...], col: str) -> list[Any]:
+    """The values of ``col`` in the group ``key`` of ``lf`` (the rare group too large for exact limbs)."""
+    import polars as pl
+
+    cond = pl.lit(True)
+    for k, v in zip(keys, key, strict=True):
+        cond = cond & (pl.col(k).is_null() if v is None else (pl.col(k) == v))
+    return lf.filter(cond).select(col).collect().to_series().to_list()
 
 
 def aggregate_steps(traj_lf: Any, calls_lf: Any, tokens_lf: Any = None, *, control_prob: float = 0.5
@@ -75,15 +94,18 @@ def aggregate_steps(traj_lf: Any, calls_lf: Any, tokens_lf: Any = None, *, contr
     ``rollout_tokens`` rows when given (:func:`token_aggregates`; null where there are none)."""
     import polars as pl
 
+    from trajlab.exactsum import finish_mean, mean_exprs
+
+    keys = ["run", "split", "step"]
     traj = (
         traj_lf
-        .group_by(["run", "split", "step"])
+        .group_by(keys)
         .agg(
             pl.len().cast(pl.Int64).alias("trajectories"),
             pl.col("n_calls").sum().cast(pl.Int64).alias("calls"),
             pl.col("n_malformed_calls").sum().cast(pl.Int64).alias("malformed_calls"),
             (pl.col("n_malformed_calls") > 0).sum().cast(pl.Int64).alias("trajectories_with_malformed"),
-            pl.col("score").sort().mean().alias("mean_score"),  # sorted first: the same sum in every run
+            *mean_exprs("score", "_score_"),  # exact: the same bytes in every run, whatever the row order
             pl.col("has_final_answer").cast(pl.Float64).mean().alias("final_answer_rate"),
         )
         .collect()
@@ -105,7 +127,9 @@ def aggregate_steps(traj_lf: Any, calls_lf: Any, tokens_lf: Any = None, *, contr
         by_key.setdefault((run, split, step), []).append((cat, n))
     exact = token_aggregates(traj_lf, tokens_lf, control_prob) if tokens_lf is not None else {}
     rows = []
-    for r in traj.sort(["run", "split", "step"], nulls_last=False).iter_rows(named=True):
+    for r in traj.sort(keys, nulls_last=False).iter_rows(named=True):
+        r["mean_score"] = finish_mean(r, "_score_", lambda k=(r["run"], r["split"], r["step"]):
+                                      group_values(traj_lf, keys, k, "score"))
         calls = r["calls"] or 0
         rows.append(
             {

@@ -25,7 +25,8 @@ TOOL_FORMAT_NAMES: tuple[str, ...] = CALL_FORMATS
 #: the input formats ``--format`` accepts in ``scan`` and ``watch`` (``auto`` and every converter of
 #: :data:`trajlab.ingest.detect.FORMATS`, which tests/test_cli_options.py holds this to; spelled out so ``--help``
 #: does not import the converters)
-INPUT_FORMAT_NAMES: tuple[str, ...] = ("auto", "verl_jsonl", "verl_tool_json", "openai_messages", "nemo_rl_jsonl")
+INPUT_FORMAT_NAMES: tuple[str, ...] = ("auto", "verl_jsonl", "verl_tool_json", "openai_messages", "nemo_rl_jsonl",
+                                       "trl_completions", "skyrl_eval_jsonl", "slime_pt")
 
 
 def json_option(help: str = "Print as JSON.") -> Any:

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = opt.json_option("Print the summary as JSON instead of a table."),
         fail_above: float | None = typer.Option(None, "--fail-above", help="Exit 3 if the malformed-call rate of the last --window steps exceeds RATE (0-1)."),
         window: int = typer.Option(10, "--window", help="Steps considered by --fail-above."),
-        full: bool = typer.Option(False, "--full", help="Re-scan every file (ignore parts of unchanged files)."),
+        full: bool = typer.Option(False, "--full", help="Re-scan every file and re-read the metrics logs (ignore the incremental cache)."),
         no_progress: bool = opt.no_progress_option(),
         engine: str | None = typer.Option(None, "--engine", help="auto, columnar or records (default: $TRAJLAB_ENGINE, else auto). Same tables either way; the manifest records which engine read each file."),
         run: list[str] = opt.run_paths_option("NAME=PATH: the files under PATH form run NAME (repeatable; PATH is scanned too)."),

@@ -12,13 +12,24 @@ from pathlib import Path
 from typing import Any
 
 from trajlab.errors import InputError, param
-from trajlab.ingest import nemo_rl, openai_messages, verl_jsonl, verl_tool
+from trajlab.ingest import (
+    nemo_rl,
+    openai_messages,
+    skyrl_evals,
+    slime_dump,
+    trl_completions,
+    verl_jsonl,
+    verl_tool,
+)
 
 FORMATS: dict[str, Any] = {
     verl_jsonl.FORMAT: verl_jsonl,
     verl_tool.FORMAT: verl_tool,
     openai_messages.FORMAT: openai_messages,
     nemo_rl.FORMAT: nemo_rl,
+    trl_completions.FORMAT: trl_completions,
+    skyrl_evals.FORMAT: skyrl_evals,
+    slime_dump.FORMAT: slime_dump,
 }
 BOM = b"\xef\xbb\xbf"
 #: format detection reads at most this many lines / bytes of a file; longer lines are judged by their head
@@ -49,6 +60,8 @@ def container_of(path: Path) -> str:
     """
     if path.suffix.lower() == ".parquet":
         return "parquet"
+    if path.suffix.lower() == ".pt":
+        return "pt"
     try:
         with open(path, "rb") as f:
             head = f.read(4096).removeprefix(BOM)
@@ -108,6 +121,8 @@ def _format_of(obj: Any) -> str | None:
         return openai_messages.FORMAT
     if verl_tool.looks_like(obj):
         return verl_tool.FORMAT
+    if skyrl_evals.looks_like(obj):
+        return skyrl_evals.FORMAT
     return None
 
 
@@ -145,10 +160,17 @@ def detect_format(path: Path) -> tuple[str | None, str]:
             names = set(pq.read_schema(path).names)
             if "messages" in names:
                 return openai_messages.FORMAT, ""
+            if trl_completions.looks_like_columns(names):
+                return trl_completions.FORMAT, ""
             if verl_jsonl.looks_like(dict.fromkeys(names)):  # a verl dump converted to Parquet: the same fields
                 return verl_jsonl.FORMAT, ""
             return None, (f"unknown Parquet layout (columns: {', '.join(sorted(names)[:8])}); expected 'messages' "
-                          "(OpenAI messages) or verl's 'input'/'output'/'score'/'step'")
+                          "(OpenAI messages), verl's 'input'/'output'/'score'/'step' or TRL's "
+                          "'step'/'prompt'/'completion'")
+        if suffix == ".pt":
+            return slime_dump.sniff(path)
+        if path.name == skyrl_evals.AGGREGATED:
+            return None, "SkyRL's aggregated eval metrics (aggregated_results.jsonl): metrics, not samples"
         with open(path, "rb") as f:
             head = f.read(4096).removeprefix(BOM).lstrip()
         if container_of(path) == "list":

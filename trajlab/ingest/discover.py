@@ -14,6 +14,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from trajlab.ingest.skyrl_evals import AGGREGATED
+from trajlab.ingest.slime_dump import is_dump_name
 from trajlab.metrics.filelog import is_metrics_log
 from trajlab.model import IngestError
 from trajlab.outpaths import output_kind
@@ -76,6 +78,7 @@ def find_inputs(
     runs = dict(runs or {})
     errors: list[IngestError] = []
     skipped: list[str] = []
+    metrics_files: list[str] = []
     compressed: list[str] = []
     ckpt_dirs: list[str] = []
     side: list[str] = []
@@ -173,7 +176,8 @@ def find_inputs(
                 if is_dir:
                     subdirs.append(fp)
                     continue
-                if not x.name.lower().endswith(DATA_SUFFIXES):
+                torch_dump = x.name.endswith(".pt") and is_dump_name(x.name) and not model
+                if not x.name.lower().endswith(DATA_SUFFIXES) and not torch_dump:
                     if x.name.lower().endswith(_COMPRESSED):
                         compressed.append(rel)  # a dump a user compressed: not read, but said so
                     continue
@@ -188,6 +192,9 @@ def find_inputs(
                 kind = own_output(fp)
                 if kind is not None:
                     owned.append((rel, kind))  # trajlab's own output (an export, a copied table): never input
+                    continue
+                if x.name == AGGREGATED:
+                    metrics_files.append(rel)  # SkyRL's per-step eval metrics beside its eval dumps
                     continue
                 if is_metrics_log(fp):
                     metrics_logs.append(rel)  # verl's file logger: read into the metrics table, not a dump
@@ -209,6 +216,9 @@ def find_inputs(
     if metrics_logs:
         skipped.append(f"{len(metrics_logs)} training-metrics log{'s' if len(metrics_logs) != 1 else ''} (verl's file "
                        f"logger; read into the metrics table, not as dumps), e.g. {', '.join(metrics_logs[:3])}")
+    if metrics_files:
+        skipped.append(f"{len(metrics_files)} SkyRL aggregated eval metrics file{'s' if len(metrics_files) != 1 else ''} "
+                       f"(metrics, not samples), e.g. {', '.join(metrics_files[:3])}")
     if hidden:
         skipped.append(f"{hidden} hidden entr{'y' if hidden == 1 else 'ies'} (names starting with '.')")
     if compressed:

@@ -23,7 +23,8 @@ from trajlab.errors import TrajlabError
 from trajlab.families.chatml import strip_specials
 from trajlab.ingest import token_text
 from trajlab.ingest.fields import coerce_float, prompt_hash
-from trajlab.model import ExactTokens, IngestError, RawTrajectory, Turn
+from trajlab.ingest.token_turns import decode_turns
+from trajlab.model import ExactTokens, IngestError, RawTrajectory
 
 FORMAT = "nemo_rl_jsonl"
 #: the keys that mark a NeMo-RL train-data line (every one is present in its writer's output)
@@ -75,17 +76,6 @@ def _finite(x: Any) -> float | None:
     except OverflowError:
         return None
     return f if math.isfinite(f) else None
-
-
-def _runs(mask: list[bool]) -> list[tuple[int, int, bool]]:
-    """Maximal runs ``(start, end, generated)`` of equal mask values."""
-    out: list[tuple[int, int, bool]] = []
-    s = 0
-    for i in range(1, len(mask) + 1):
-        if i == len(mask) or mask[i] != mask[s]:
-            out.append((s, i, mask[s]))
-            s = i
-    return out
 
 
 def to_trajectories(
@@ -168,23 +158,10 @@ def _sample(obj: dict[str, Any], i: int, n: int, *, source_path: str, line: int,
                             f"({len(tok)} tokens); sample skipped"]
     if first_gen == length:
         why.append(f"sample {i}: no generated token (the loss mask is all zero); kept with an empty output")
-    runs = _runs(mask[first_gen:])
-    bounds = [(first_gen + s, first_gen + e) for s, e, _ in runs]
-    texts = token_text.decode_segments(tok, ids, [(0, first_gen), *bounds])
-    inp, seg_texts = texts[0], texts[1:]
-    turns: list[Turn] = []
-    turn_of = [-1] * length
-    pos = 0
-    for k, ((s, e, gen), text) in enumerate(zip(runs, seg_texts, strict=True)):
-        turns.append(Turn(k, "assistant" if gen else "tool", text, pos, pos + len(text)))
-        pos += len(text)
-        for j in range(first_gen + s, first_gen + e):
-            turn_of[j] = k
-    output = "".join(seg_texts)
-    if not turns:
-        turns.append(Turn(0, "assistant", "", 0, 0))
+    cut = decode_turns(tok, ids, mask)
+    inp, output, turns, turn_of = cut.input, cut.output, cut.turns, cut.turn_of
     if logged_text is not None:
-        decoded, logged = strip_specials("".join(texts)), strip_specials(logged_text)
+        decoded, logged = strip_specials(inp + output), strip_specials(logged_text)
         if decoded != logged:  # (generated special tokens the log lacks are expected; other text is not)
             why.append(f"sample {i}: the logged 'content' differs from the decoded ids "
                        f"({_diff_note(decoded, logged)}); the ids are used")

@@ -7,6 +7,9 @@ the scanned root, with
 
 * a split directory (``rollout``, ``rollouts``, ``train``, ``validation``, ``val``) folded into its parent, and
 * verl-tool's ``verl_step_records`` component dropped (the directory under it names the run);
+* the other frameworks' dump directories folded the same way: TRL's ``completions/`` (and its ``train/`` /
+  ``eval/`` subdirectories), slime's ``rollout_data/``, SkyRL's ``dumped_evals/global_step_{N}_evals/`` (and
+  ``eval_only/``);
 
 a file directly in the scanned root (or in its split directory) belongs to a run named after the root. With
 several roots, every relative path starts with the root's *label* (its directory name, made unique), so paths and
@@ -16,6 +19,7 @@ runs stay unique across roots. ``--run NAME=PATH`` names the run of every file u
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from trajlab.errors import InputError, param
@@ -24,6 +28,10 @@ from trajlab.errors import InputError, param
 SPLIT_DIRS = frozenset({"rollout", "rollouts", "train", "validation", "val"})
 #: verl-tool's step-record directory: the directory below it names the run
 VERL_TOOL_RECORDS = "verl_step_records"
+#: other frameworks' dump directories, each holding (directly or in the step directories below it) one run's steps
+FRAMEWORK_DIRS = frozenset({"completions", "rollout_data", "dumped_evals"})
+#: SkyRL's per-step eval directories and TRL's per-mode completion directories, under a framework directory
+_STEP_DIR = re.compile(r"global_step_\d{1,18}_evals|eval_only|train|eval")
 
 
 def run_of(rel: str, root_label: str) -> str:
@@ -35,8 +43,14 @@ def run_of(rel: str, root_label: str) -> str:
     'verl_tool_run/run1'
     >>> run_of("validation/10.jsonl", "exp_b")
     'exp_b'
+    >>> run_of("skyrl/dumped_evals/global_step_40_evals/gsm8k.jsonl", "exports")
+    'skyrl'
     """
     parts = [p for p in rel.split("/")[:-1] if p not in ("", ".")]
+    if len(parts) > 1 and parts[-2] in FRAMEWORK_DIRS and _STEP_DIR.fullmatch(parts[-1]):
+        parts.pop()
+    if parts and parts[-1] in FRAMEWORK_DIRS:
+        parts.pop()
     if parts and parts[-1].lower() in SPLIT_DIRS:
         parts.pop()
     parts = [p for p in parts if p != VERL_TOOL_RECORDS]

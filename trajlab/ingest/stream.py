@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ def iter_records(task: FileTask) -> Iterator[RawTrajectory | IngestError]:
     try:
         if task.fmt == verl_tool.FORMAT or task.container == "list":
             yield from _iter_json_list(task, mod)
+        elif task.container == "pt":
+            yield from _iter_torch(task, mod)
         elif task.container == "parquet" or Path(task.path).suffix.lower() == ".parquet":
             yield from _iter_parquet(task, mod)
         else:
@@ -191,3 +194,24 @@ def _iter_parquet(task: FileTask, mod: Any) -> Iterator[RawTrajectory | IngestEr
                 yield from _convert(mod, obj, task, idx)
             except Exception as e:
                 yield IngestError(task.rel, idx, f"record could not be read: {type(e).__name__}: {e}")
+
+
+def _iter_torch(task: FileTask, mod: Any) -> Iterator[RawTrajectory | IngestError]:
+    """Records of a ``torch.save`` dump (slime): loaded safely by the format module, then one record per sample."""
+    samples, rollout_id, why = mod.load_samples(Path(task.path))
+    if samples is None:
+        yield IngestError(task.rel, None, why)
+        return
+    if rollout_id is not None and task.step is not None and rollout_id != task.step:
+        yield IngestError(task.rel, None, f"the file's rollout_id {rollout_id} differs from its name's; "
+                                          f"the name's step {task.step} is used")
+    if task.step is None and rollout_id is not None:
+        task = replace(task, step=rollout_id)
+    for i, obj in enumerate(samples, start=1):
+        if not isinstance(obj, dict):
+            yield IngestError(task.rel, i, f"sample {i} is not a dict (got {type(obj).__name__}); skipped")
+            continue
+        try:
+            yield from _convert(mod, obj, task, i)
+        except Exception as e:  # never lose the rest of the file to one sample
+            yield IngestError(task.rel, i, f"record could not be read: {type(e).__name__}: {e}")

@@ -54,7 +54,13 @@ def read_log(m: MatchedLog) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, problems
 
 
+#: the modules whose import closure reads the logs into the table: a change to any of them rewrites it
+CODE_ROOTS = ("trajlab.metrics.load",)
+
+
 def _fingerprint(matched: Sequence[MatchedLog]) -> str:
+    from trajlab import __version__
+    from trajlab.codeprint import source_hash
     from trajlab.tables import SCHEMA_VERSION
 
     items = []
@@ -64,18 +70,21 @@ def _fingerprint(matched: Sequence[MatchedLog]) -> str:
             items.append([str(m.log.path), m.log.rel, m.run, m.log.kind, st.st_size, st.st_mtime_ns])
         except OSError:
             items.append([str(m.log.path), m.log.rel, m.run, m.log.kind, None, None])
-    blob = json.dumps({"schema": SCHEMA_VERSION, "logs": items}, sort_keys=True)
+    blob = json.dumps({"schema": SCHEMA_VERSION, "version": __version__, "code": source_hash(CODE_ROOTS),
+                       "logs": items}, sort_keys=True)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
 def scan_metrics(out: Path, roots: Sequence[Path | str], named: Sequence[tuple[str | None, Path]],
-                 dumps: Iterable[tuple[Path, str]]) -> dict[str, Any]:
+                 dumps: Iterable[tuple[Path, str]], *, reuse: bool = True) -> dict[str, Any]:
     """Find, match, read and write the metrics of a scan into ``out``; returns the report stored in the scan
     summary: ``logs`` (path, logger, run, rule, rows), ``unmatched`` runs, ``names`` (distinct metric names per
     run) and ``problems`` (one line each).
 
     ``roots``: the scanned paths; ``named``: the ``--metrics`` values (:func:`~trajlab.metrics.sources.
-    parse_metrics_specs`); ``dumps``: ``(dump path, run)`` of every dump file the scan read.
+    parse_metrics_specs`); ``dumps``: ``(dump path, run)`` of every dump file the scan read; ``reuse``: keep
+    the table when its key (the logs' paths, sizes and times, the matching, trajlab's version and the source of
+    the modules that read logs) is unchanged (``scan --full``: False, the logs are read again).
     """
     from trajlab.atomic import atomic_write_bytes
 
@@ -89,7 +98,7 @@ def scan_metrics(out: Path, roots: Sequence[Path | str], named: Sequence[tuple[s
     key_path = out / KEY_FILE
     old = key_path.read_text(encoding="utf-8") if key_path.is_file() else None
     rows_by_log: list[int] = []
-    if old is not None and dest.is_file() and old.split("\n", 1)[0] == key:
+    if reuse and old is not None and dest.is_file() and old.split("\n", 1)[0] == key:
         cached: dict[str, Any] = json.loads(old.split("\n", 1)[1])
         return cached
     rows: list[dict[str, Any]] = []

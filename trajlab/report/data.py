@@ -21,6 +21,11 @@ if TYPE_CHECKING:  # pragma: no cover
     import duckdb
 
 
+#: DuckDB's memory bound while the report reads a scan (it spills past it): every query aggregates in DuckDB and
+#: only the picked examples carry text, so the report's peak stays near this plus the page, at any scan size
+REPORT_MEMORY = "1GiB"
+
+
 @dataclass
 class Example:
     """One finding shown in full: the text around it with the span located, and the repair."""
@@ -162,9 +167,10 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
     ``run``: the run the per-step sections show (default :func:`pick_run`); every run is in the comparison.
     """
     from trajlab.query import connect
+    from trajlab.query.limits import SqlLimits
 
     out = Path(out)
-    con = connect(out)
+    con = connect(out, limits=SqlLimits(memory_limit=REPORT_MEMORY))
     try:
         views = view_names(con)
         for need in ("trajectories", "steps"):
@@ -230,7 +236,8 @@ def collect(out: Path | str, *, split: str | None = None, max_categories: int = 
                     categories[key][i] += int(r["flagged_calls"])
         garbled = (query_rows(con, "SELECT * FROM garbled_names LIMIT ?", [top_names])
                    if "garbled_names" in views else [])
-        examples = _examples(con, views, examples_per_category) if "finding_spans" in views else []
+        examples = (_examples(con, views, examples_per_category)
+                    if {"findings", "trajectories", "calls"} <= views else [])
         rescore = _rescore(con, views)
     finally:
         con.close()
@@ -254,23 +261,31 @@ def _main_split(steps: list[dict[str, Any]]) -> str:
 
 def _examples(con: duckdb.DuckDBPyConnection, views: set[str], per_category: int) -> list[Example]:
     """Per category: the clearest example (a repaired call first, then the shortest text, earliest step)."""
+    # ranked over narrow columns only (no output or call text): a big scan's findings are ranked without
+    # holding its texts; the text is joined in for the few picked findings
     rows = query_rows(con, """
-        WITH ranked AS (
-            SELECT fs.*, count(*) OVER (PARTITION BY category) AS n,
+        WITH c AS (
+            SELECT call_id, repaired IS NULL AS no_repair, raw IS NULL AS no_raw, length(raw) AS raw_len FROM calls
+        ), ranked AS (
+            SELECT f.*, count(*) OVER (PARTITION BY f.category) AS n,
                    row_number() OVER (
-                       PARTITION BY category
-                       ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END,
-                                (repaired IS NULL), (raw IS NULL), length(coalesce(raw, span)),
-                                step NULLS LAST, trajectory_id, char_start
+                       PARTITION BY f.category
+                       ORDER BY CASE f.severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END,
+                                coalesce(c.no_repair, true), coalesce(c.no_raw, true),
+                                coalesce(c.raw_len, greatest(0, f.char_end - f.char_start)),
+                                f.step NULLS LAST, f.trajectory_id, f.char_start
                    ) AS rn
-            FROM finding_spans fs
-        )
+            FROM findings f LEFT JOIN c ON c.call_id = f.call_id
+        ), picked AS (SELECT * FROM ranked WHERE rn <= ?)
         SELECT r.*,
+               substring(t.output, r.char_start + 1, r.char_end - r.char_start) AS span,
+               cc.function_name, cc.matched_tool, cc.status, cc.raw, cc.char_start AS call_start,
+               cc.repaired, cc.repair_note,
                substring(t.output, greatest(1, r.char_start + 1 - 160),
                          least(r.char_start, 160) + (r.char_end - r.char_start) + 160) AS excerpt,
                greatest(0, r.char_start - 160) AS excerpt_start
-        FROM ranked r JOIN trajectories t ON t.trajectory_id = r.trajectory_id
-        WHERE r.rn <= ?
+        FROM picked r JOIN trajectories t ON t.trajectory_id = r.trajectory_id
+        LEFT JOIN calls cc ON cc.call_id = r.call_id
         ORDER BY CASE r.severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, r.n DESC, r.category, r.rn
         """, [per_category])
     out = []

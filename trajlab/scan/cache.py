@@ -1,9 +1,12 @@
 """The incremental cache: which files' parts can be reused, and whether the merged tables are already current.
 
 A file whose key (:func:`trajlab.scan.plan.file_key`) still names a part directory with a ``done.json`` for
-every range is not read again; its content hash comes from those stats. The merge is skipped when its key --
-the ordered part sets plus the driver-side ingest errors -- equals the one in ``manifest.json``. Part
-directories of files no longer scanned are pruned.
+every range is not read again; its content hash comes from those stats. A range's rows are either in its
+unit's part files (a range not merged yet, or a file skipped as a duplicate) or -- once merged -- in the merged
+tables themselves (:func:`point_at_tables`): then its ``done.json`` names the merge and its first row per table,
+and it is reusable only while ``manifest.json`` still holds that merge with every table whole and of the row
+counts it wrote. The merge is skipped when its key -- the ordered part sets plus the driver-side ingest
+errors -- equals the one in ``manifest.json``. Part directories no longer used are pruned.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from trajlab.atomic import atomic_write_bytes
 from trajlab.model import IngestError
 from trajlab.outpaths import INCOMPLETE
 from trajlab.scan.parts import PART_TABLES, done_path
@@ -22,9 +26,10 @@ from trajlab.scan.plan import FileEntry
 from trajlab.tables import STEPS, table_path
 
 
-def load_done(pdir: Path, n_tasks: int) -> list[dict[str, Any]] | None:
+def load_done(pdir: Path, n_tasks: int, tables_key: str | None = None) -> list[dict[str, Any]] | None:
     """The stats of every range of a file from its part directory, or ``None`` if any range is missing (or
-    the unit directory holding its rows)."""
+    the unit directory holding its rows, or -- for a range whose rows are in the merged tables -- those tables:
+    ``tables_key`` is the merge key of the tables now in the output directory, :func:`previous_merge_key`)."""
     out = []
     for i in range(n_tasks):
         p = done_path(pdir, i)
@@ -34,12 +39,43 @@ def load_done(pdir: Path, n_tasks: int) -> list[dict[str, Any]] | None:
             stats = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError):
             return None
-        if (not isinstance(stats, dict) or "sha1" not in stats or not isinstance(stats.get("rows"), dict)
-                or not isinstance(stats.get("batches"), dict) or not isinstance(stats.get("unit"), str)
-                or not (pdir.parent / stats["unit"]).is_dir()):
+        if not isinstance(stats, dict) or "sha1" not in stats or not isinstance(stats.get("rows"), dict):
+            return None
+        unit = stats.get("unit")
+        if unit is None:  # rows in the merged tables
+            if (tables_key is None or stats.get("merged") != tables_key
+                    or not isinstance(stats.get("offsets"), dict)):
+                return None
+        elif (not isinstance(stats.get("batches"), dict) or not isinstance(unit, str)
+              or not (pdir.parent / unit).is_dir()):
             return None
         out.append(stats)
     return out
+
+
+def point_at_tables(keep: list[FileEntry], parts_root: Path, n_errors: int, key: str) -> None:
+    """After the merge ``key`` (its tables written): rewrite each kept range's ``done.json`` to point at its
+    rows in the merged tables -- the first row of each table, in merge order, after the ``n_errors`` driver-side
+    ingest errors that head ``ingest_errors`` -- instead of at its unit's part files, which the prune then
+    deletes. ``keep``'s stats are updated in place."""
+    at = {spec.name: (n_errors if spec.name == "ingest_errors" else 0) for spec in PART_TABLES}
+    for e in keep:
+        for i, st in enumerate(e.stats):
+            new = {**st, "unit": None, "batches": {}, "merged": key, "offsets": dict(at)}
+            for spec in PART_TABLES:
+                at[spec.name] += int(st["rows"].get(spec.name, 0))
+            if new != st:
+                # a cache (lost is recomputed): no fsync
+                atomic_write_bytes(done_path(parts_root / e.key, st["chunk"]),
+                                   json.dumps(new, sort_keys=True).encode(), fsync=False)
+                e.stats[i] = new
+
+
+def table_rows(out: Path) -> dict[str, int]:
+    """The row count of each merged table in ``out`` (from the footers), as ``manifest.json`` records them."""
+    import pyarrow.parquet as pq
+
+    return {s.name: pq.read_metadata(table_path(out, s.name)).num_rows for s in PART_TABLES}
 
 
 def content_hash(stats: list[dict[str, Any]]) -> str:
@@ -66,14 +102,18 @@ def previous_merge_key(out: Path) -> str | None:
         return None
     import pyarrow.parquet as pq
 
+    rows = {}
     for s in (*PART_TABLES, STEPS):  # a damaged table (truncated, overwritten) is rebuilt, never trusted
         try:
-            pq.read_metadata(table_path(out, s.name))
+            rows[s.name] = pq.read_metadata(table_path(out, s.name)).num_rows
         except Exception:  # noqa: BLE001 - ArrowInvalid, OSError...: any unreadable footer
             return None
     from trajlab.outpaths import read_json_object
 
-    key = read_json_object(out / "manifest.json")[0].get("merge_key")  # damaged: no key, the tables are merged
+    man = read_json_object(out / "manifest.json")[0]  # damaged: no key, the tables are merged
+    key, want = man.get("merge_key"), man.get("table_rows")
+    if isinstance(want, dict) and any(rows.get(k) != v for k, v in want.items()):
+        return None  # a table replaced by another of the same shape: its rows are not the ones recorded
     return key if isinstance(key, str) else None
 
 

@@ -26,7 +26,15 @@ from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks
 from trajlab.model import IngestError
 from trajlab.outpaths import begin_write, end_write, prepare_out_dir, remove_stale_temps, write_lock
 from trajlab.ownfiles import marked_json
-from trajlab.scan.cache import content_hash, load_done, merge_key, previous_merge_key, prune_parts
+from trajlab.scan.cache import (
+    content_hash,
+    load_done,
+    merge_key,
+    point_at_tables,
+    previous_merge_key,
+    prune_parts,
+    table_rows,
+)
 from trajlab.scan.engines import for_input_size
 from trajlab.scan.ids import file_digest
 from trajlab.scan.options import DEFAULT_CONTROL_PROB, ScanOptions, WorkerOptions, worker_options
@@ -97,9 +105,10 @@ def scan(
 
         total_bytes = sum(e.size for e in entries)
         todo: list[tuple[FileEntry, FileTask]] = []
+        prev_key = previous_merge_key(out) if incremental else None  # the merge the tables now hold
         for e in entries:
             pdir = parts_root / e.key
-            done = load_done(pdir, len(e.tasks)) if incremental else None
+            done = load_done(pdir, len(e.tasks), prev_key) if incremental else None
             if done is not None:
                 e.reused, e.stats = True, done
             else:
@@ -138,11 +147,14 @@ def scan(
         mkey = merge_key(keep, errors)
         if request.control_prob != DEFAULT_CONTROL_PROB:  # steps depend on it: another value is another merge
             mkey = hashlib.sha1(f"{mkey}\ncontrol_prob={request.control_prob!r}".encode()).hexdigest()
-        if not incremental or previous_merge_key(out) != mkey:  # else every table already holds exactly these parts
+        n_driver_errors = len(errors)
+        if not incremental or prev_key != mkey:  # else every table already holds exactly these parts
             begin_write(out)  # a kill from here to the manifest leaves a marker that readers refuse
             merge_parts(keep, parts_root, out, errors, progress)
             write_table(STEPS, steps_table(out, control_prob=request.control_prob), table_path(out, "steps"))
-        prune_parts(parts_root, {e.key for e in entries} | {s["unit"] for e in entries for s in e.stats})
+        # the tables are the cache from here on: each kept range points at its rows in them (valid once the
+        # manifest names this merge), and the part files of its unit go in the prune after the manifest
+        point_at_tables(keep, parts_root, n_driver_errors, mkey)
         steps = pq.ParquetFile(table_path(out, "steps")).read()  # read_table would load pyarrow.dataset
         metrics_report = training_metrics(out, paths, request, [(f.path, f.run) for f in inputs])
         summary = summarise(out, keep, steps, time.perf_counter() - t0, rollout_n=opts.rollout_n)
@@ -161,8 +173,9 @@ def scan(
             "control_prob": request.control_prob,
         }
         atomic_write_json(out / "manifest.json", marked_json("scan manifest", manifest(
-            entries, summary, options=recorded, rules_dirs=rdirs, merge_key=mkey)))
+            entries, summary, options=recorded, rules_dirs=rdirs, merge_key=mkey, table_rows=table_rows(out))))
         end_write(out)
+        prune_parts(parts_root, {e.key for e in entries} | {s["unit"] for e in entries for s in e.stats if s["unit"]})
         if strict and summary.ingest_errors:
             raise InputError(
                 f"{summary.ingest_errors} ingest error(s) ({param('strict')}); first: {summary.ingest_error_examples[0]}",
@@ -177,7 +190,8 @@ def training_metrics(out: Path, paths: Sequence[str | Path], request: ScanOption
     from trajlab.metrics.load import scan_metrics
     from trajlab.metrics.sources import parse_metrics_specs
 
-    return scan_metrics(out, [Path(p) for p in paths], parse_metrics_specs(request.metrics), dumps)
+    return scan_metrics(out, [Path(p) for p in paths], parse_metrics_specs(request.metrics), dumps,
+                        reuse=request.incremental)
 
 
 def add_training_metrics(summary: ScanSummary, out: Path, steps: Any, request: ScanOptions,

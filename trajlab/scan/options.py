@@ -37,7 +37,7 @@ def resolve_engine(name: str | None) -> str:
 
 
 #: layout of the part files and ids (bumped when done.json or trajectory_id change)
-PARTS_LAYOUT = 5
+PARTS_LAYOUT = 6
 #: default of :attr:`ScanOptions.control_prob`
 DEFAULT_CONTROL_PROB = 0.5
 
@@ -175,24 +175,20 @@ class WorkerOptions:
         return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
-#: the code whose behaviour the scan tables record: readers, the classifier, the engines, the table specs
-_CODE = ("ingest", "toolcalls", "scan", "trajectory.py", "ending.py", "groups.py", "tables.py", "model.py", "families", "trends.py",
-         "rulepacks.py")
+#: the modules whose import closure (:func:`trajlab.codeprint.import_closure`) is the code a scan's tables
+#: record: the worker (readers, classifier, engines, table specs), the merge and the steps aggregation
+CODE_ROOTS = ("trajlab.scan.worker", "trajlab.scan.parts", "trajlab.trends")
 
 
 @functools.lru_cache(maxsize=1)
 def code_hash() -> str:
-    """sha1 over the source of every module that shapes a scan's tables (:data:`_CODE`), so an upgraded
-    classifier never reuses parts made by the old one, even at the same version number (a wheel without
-    sources hashes what it has; the version and schema still count)."""
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha1()
-    for name in _CODE:
-        base = root / name
-        for f in sorted(base.rglob("*.py")) if base.is_dir() else [base]:
-            if f.is_file():
-                h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:12]
+    """sha1 over the source of every module that shapes a scan's tables (the import closure of
+    :data:`CODE_ROOTS`, derived, not listed by hand), so an upgraded classifier never reuses parts made by the
+    old one, even at the same version number (a wheel without sources hashes what it has; the version and
+    schema still count)."""
+    from trajlab.codeprint import source_hash
+
+    return source_hash(CODE_ROOTS)
 
 
 def worker_options(options: ScanOptions) -> WorkerOptions:

@@ -7,6 +7,12 @@ sha1, the engine, and where its rows are (the unit directory and the batch indic
 table per unit, not per file, keeps a dump of many small step files from costing thousands of tiny writes and
 reads. The merge streams the batches of every kept file, in scan order, into ``OUT/<table>.parquet`` with row
 groups of a fixed size, so the output bytes do not depend on chunking, units or jobs.
+
+After a merge the tables *are* the cache: each kept range's ``done.json`` is rewritten to point at its rows in
+the merged tables (``merged``: the merge key, ``offsets``: the first row per table;
+:func:`trajlab.scan.cache.point_at_tables`) and its unit's part files are deleted, so the cache costs a few
+hundred bytes per range instead of a second copy of the tables. The next merge reads an unchanged range's rows
+back from the previous tables (:class:`TableSlices`), a row group at a time.
 """
 
 from __future__ import annotations
@@ -128,17 +134,19 @@ def write_unit_parts(unit_dir: Path, ranges: list[RangeParts]) -> list[dict[str,
 
 
 class _UnitReaders:
-    """Open unit part files of one table (memory-mapped; the least recently used closed beyond ``limit``)."""
+    """Open unit part files of one table (read as plain files, not memory-mapped: the pages of a mapped file
+    read once stay resident until it is closed, and a merge reads every part; the least recently used closed
+    beyond ``limit``)."""
 
-    def __init__(self, parts_root: Path, table: str, limit: int = 32) -> None:
+    def __init__(self, parts_root: Path, table: str, limit: int = 4) -> None:
         self.root, self.table, self.limit = parts_root, table, limit
-        self.open: OrderedDict[str, tuple[pa.MemoryMappedFile, pa.ipc.RecordBatchFileReader]] = OrderedDict()
+        self.open: OrderedDict[str, tuple[pa.NativeFile, pa.ipc.RecordBatchFileReader]] = OrderedDict()
 
     def batches(self, unit: str, first: int, end: int) -> list[pa.RecordBatch]:
         if unit in self.open:
             self.open.move_to_end(unit)
         else:
-            src = pa.memory_map(str(part_path(self.root / unit, self.table)))
+            src = pa.OSFile(str(part_path(self.root / unit, self.table)))
             self.open[unit] = (src, pa.ipc.open_file(src))
             if len(self.open) > self.limit:
                 self.open.popitem(last=False)[1][0].close()
@@ -149,6 +157,45 @@ class _UnitReaders:
         for src, _ in self.open.values():
             src.close()
         self.open.clear()
+
+
+class TableSlices:
+    """Rows of a previous merged table by row number, read a row group at a time (the last one kept, since a
+    merge reads unchanged ranges in the order it wrote them)."""
+
+    def __init__(self, path: Path, spec: TableSpec) -> None:
+        self.file, self.spec = pq.ParquetFile(str(path)), spec
+        md = self.file.metadata
+        self.starts = [0]
+        for i in range(md.num_row_groups):
+            self.starts.append(self.starts[-1] + md.row_group(i).num_rows)
+        self.cached: tuple[int, pa.Table] | None = None
+
+    def group(self, i: int) -> pa.Table:
+        if self.cached is None or self.cached[0] != i:
+            self.cached = (i, self.file.read_row_group(i).cast(self.spec.schema))
+        return self.cached[1]
+
+    def rows(self, start: int, n: int) -> pa.Table:
+        """Rows ``start`` to ``start + n`` (a range must lie inside the table: else a ValueError)."""
+        if start < 0 or start + n > self.starts[-1]:
+            raise ValueError(f"rows {start}..{start + n} are not in {self.file.metadata.num_rows}-row table")
+        import bisect
+
+        pieces = []
+        at, end = start, start + n
+        while at < end:
+            i = bisect.bisect_right(self.starts, at) - 1
+            g = self.group(i)
+            lo = at - self.starts[i]
+            take = min(end, self.starts[i + 1]) - at
+            pieces.append(g.slice(lo, take))
+            at += take
+        return pa.concat_tables(pieces) if pieces else self.spec.schema.empty_table()
+
+    def close(self) -> None:
+        self.cached = None
+        self.file.close()
 
 
 class RowGroupWriter:
@@ -202,19 +249,30 @@ def merge_table(spec: TableSpec, keep: list[FileEntry], parts_root: Path, out: P
                 errors: list[IngestError], advance: Callable[[], None] = lambda: None) -> None:
     """Write ``out/<spec.name>.parquet`` from the parts of ``keep`` (atomically: temp file, then rename)."""
     final = table_path(out, spec.name)
-    with atomic_path(final) as tmp:
-        with pq.ParquetWriter(tmp, spec.schema, compression="zstd", write_statistics=True) as w:
-            rg = RowGroupWriter(w, ROW_GROUP_ROWS.get(spec.name, DEFAULT_ROW_GROUP_ROWS))
-            if spec is INGEST_ERRORS and errors:
-                rg.add(sort_table(spec, to_table(spec, [asdict(x) for x in errors])))
-            readers = _UnitReaders(parts_root, spec.name)
-            try:
+    # ranges whose rows are in the previous tables (the cache points there): read back from the old file,
+    # which stays in place (open) until the new one replaces it
+    old = (TableSlices(final, spec) if any(st.get("unit") is None and st["rows"].get(spec.name)
+                                           for e in keep for st in e.stats) else None)
+    readers = _UnitReaders(parts_root, spec.name)
+    try:
+        with atomic_path(final) as tmp:
+            with pq.ParquetWriter(tmp, spec.schema, compression="zstd", write_statistics=True) as w:
+                rg = RowGroupWriter(w, ROW_GROUP_ROWS.get(spec.name, DEFAULT_ROW_GROUP_ROWS))
+                if spec is INGEST_ERRORS and errors:
+                    rg.add(sort_table(spec, to_table(spec, [asdict(x) for x in errors])))
                 for e in keep:
                     for st in e.stats:
-                        span = st["batches"].get(spec.name)
-                        if span:
-                            rg.add(pa.Table.from_batches(readers.batches(st["unit"], *span), schema=spec.schema))
+                        n = st["rows"].get(spec.name, 0)
+                        if st.get("unit") is None:
+                            if n and old is not None:
+                                rg.add(old.rows(st["offsets"][spec.name], n))
+                        else:
+                            span = st["batches"].get(spec.name)
+                            if span:
+                                rg.add(pa.Table.from_batches(readers.batches(st["unit"], *span), schema=spec.schema))
                         advance()
-            finally:
-                readers.close()
-            rg.close()
+                rg.close()
+    finally:
+        readers.close()
+        if old is not None:
+            old.close()

@@ -129,10 +129,11 @@ def summarise(out: Path, keep: list[FileEntry], steps: pa.Table, elapsed: float,
         .collect()
     )
     s.top_categories = [(r[0], int(r[1])) for r in cats.iter_rows()]
-    errs = pl.read_parquet(table_path(out, "ingest_errors"))
-    s.ingest_errors = errs.height
+    errs_lf = pl.scan_parquet(table_path(out, "ingest_errors"))
+    s.ingest_errors = int(errs_lf.select(pl.len()).collect().item())
     s.ingest_error_examples = [
-        f"{r['source_path']}:{r['line'] if r['line'] is not None else '-'}: {r['reason']}" for r in errs.head(5).iter_rows(named=True)
+        f"{r['source_path']}:{r['line'] if r['line'] is not None else '-'}: {r['reason']}"
+        for r in errs_lf.head(5).collect().iter_rows(named=True)
     ]
     s.steps = [
         {
@@ -176,7 +177,7 @@ def unread_tool_declarations(out: Path) -> int:
         .filter((pl.col("tool_format") == "none") & ~pl.col("schema_checked")
                 & pl.col("input").str.contains(DECLARES_TOOLS_PATTERN))
         .select(pl.len())
-        .collect()
+        .collect(engine="streaming")  # the prompts of a big scan are never all loaded
         .item()
     )
 
@@ -190,7 +191,7 @@ def file_engine(stats: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def manifest(entries: list[FileEntry], summary: ScanSummary, *, options: dict[str, Any],
-             rules_dirs: tuple[str, ...], merge_key: str) -> dict[str, Any]:
+             rules_dirs: tuple[str, ...], merge_key: str, table_rows: dict[str, int] | None = None) -> dict[str, Any]:
     """The content of ``manifest.json``: versions, options, every input file, the tables and the summary."""
     return {
         "trajlab_version": __version__,
@@ -214,5 +215,6 @@ def manifest(entries: list[FileEntry], summary: ScanSummary, *, options: dict[st
         ],
         "tables": {s.name: f"{s.name}.parquet" for s in (*PART_TABLES, STEPS, METRICS)},
         "merge_key": merge_key,
+        **({"table_rows": table_rows} if table_rows is not None else {}),
         "summary": {k: v for k, v in summary.to_dict().items() if k not in ("steps", "elapsed_s", "files_reused", "engines")},
     }

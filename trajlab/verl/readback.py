@@ -36,10 +36,19 @@ def reward_steps(out: Path | str, *, run: str | None = None, split: str | None =
     cols = [pl.col("extra").str.json_path_match(f"$.{k}").cast(pl.Float64, strict=False).alias(k)
             for k in MEAN_KEYS if k != "score"]
     df = lf.with_columns(pl.col("score").cast(pl.Float64), *cols).filter(pl.all_horizontal(pl.col(k).is_not_null() for k in MARKER_KEYS))
-    agg = (df.group_by(["run", "split", "step"])
-           .agg(pl.len().cast(pl.Int64).alias("trajectories"), *[pl.col(k).sort().mean() for k in MEAN_KEYS])
-           .sort(["run", "split", "step"]).collect())
-    return agg.to_dicts()
+    from trajlab.exactsum import finish_mean, mean_exprs
+
+    keys = ["run", "split", "step"]
+    agg = (df.group_by(keys)  # exact means: the same figures whatever the row order (streamed: extra is big)
+           .agg(pl.len().cast(pl.Int64).alias("trajectories"), *[e for k in MEAN_KEYS for e in mean_exprs(k, f"_{k}_")])
+           .sort(keys).collect(engine="streaming"))
+    rows = agg.to_dicts()
+    for r in rows:
+        for k in MEAN_KEYS:
+            r[k] = finish_mean(r, f"_{k}_", lambda k=k, r=r: df.filter(
+                (pl.col("run") == r["run"]) & (pl.col("split") == r["split"]) & (pl.col("step") == r["step"]))
+                .select(k).collect().to_series().to_list())
+    return [{**{c: r[c] for c in (*keys, "trajectories")}, **{k: r[k] for k in MEAN_KEYS}} for r in rows]
 
 
 def plugin_summary(out: Path | str) -> dict[str, Any] | None:

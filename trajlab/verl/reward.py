@@ -109,6 +109,13 @@ class Scorer:
         out["plugin_errors"] = float(errors)
         return out
 
+    def judge_response(self, text: str, *, prompt: str | None = None,
+                       extra_info: Mapping[str, Any] | None = None) -> tuple[Any, bool]:
+        """The policy's :class:`~trajlab.verl.policy.Verdict` on one response text (``None`` when classifying
+        failed) and whether all of it was classified; raises only on an internal error. The judge every
+        trainer's reward function shares (verl's here, TRL's in :mod:`trajlab.trl.reward`)."""
+        return self._judge(text, extra_info or {}, prompt)
+
     def _judge(self, text: str, info: Mapping[str, Any], prompt: str | None) -> tuple[Any, bool]:
         cut = turn_cut(text) if len(text) > 1024 else None
         if cut is None and len(text) > self.options.max_chars:
