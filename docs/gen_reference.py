@@ -157,6 +157,7 @@ def tables_page(specs: Iterable[Any]) -> str:
 # --------------------------------------------------------------------------------------------------- categories
 def categories_page(rules_dirs: Iterable[str | Path] = ()) -> str:
     """Every category of the taxonomy (with user packs ``rules_dirs`` merged in) and every call format."""
+    from trajlab.families import FAMILY_OF_FORMAT
     from trajlab.toolcalls.formats import FORMATS
     from trajlab.toolcalls.ruleset import get_ruleset
 
@@ -201,13 +202,63 @@ def categories_page(rules_dirs: Iterable[str | Path] = ()) -> str:
                 lines.append(f"| {fam} | `{key}` | {_cell(text)} |")
             lines.append("")
     lines.append("## Call formats\n")
-    lines.append("The `--tool-format` names, with the models that write them (`trajlab rules list` prints the same).\n")
-    lines.append("| `--tool-format` | family | description |\n|---|---|---|")
+    lines.append("The `--tool-format` names, with the [family](families.md) and the models that write them "
+                 "(`trajlab rules list` prints the same).\n")
+    lines.append("| `--tool-format` | family | models | description |\n|---|---|---|---|")
     for name, fmt in FORMATS.items():
         spec = rs.formats.get(name) or {}
         desc = spec.get("description") or ""
-        lines.append(f"| `{name}` | {_cell(getattr(fmt, 'family', '') or '')} | {_cell(desc)} |")
+        fam = FAMILY_OF_FORMAT[name].name
+        lines.append(f"| `{name}` | [`{fam}`](families.md#{fam}) | {_cell(fmt.models)} "
+                     f"| {_cell(desc)} |")
     lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# ------------------------------------------------------------------------------------------------------ families
+def families_page() -> str:
+    """Every model family of the registry (:mod:`trajlab.families`) with its facets."""
+    from trajlab.families import FAMILIES, FAMILY_MODULES
+
+    lines = [HEADER + "# Model families\n",
+             "What each family's chat template wraps around turns, from the family modules "
+             "(`trajlab/families/<name>.py`, registered in `FAMILY_MODULES`). A *family* is a model family and its "
+             "chat template; a *call format* (`--tool-format`, `trajectories.tool_format`) is the markup of one "
+             "family's calls, read by one module of `trajlab/toolcalls/formats/`. "
+             "[Add a model family](../development/add-a-family.md) says how to add one.\n",
+             "| family | models | call formats | control tokens | rescore layout |\n|---|---|---|---|---|"]
+    for fam in FAMILIES.values():
+        fmts = ", ".join(f"`{f}`" for f in fam.call_formats)
+        lines.append(f"| [`{fam.name}`](#{fam.name}) | {_cell(fam.models)} | {fmts} | `{fam.control_tokens}` "
+                     f"| {fam.layout.rebuild} |")
+    lines.append("")
+    for mod, fam in zip(FAMILY_MODULES, FAMILIES.values(), strict=True):
+        lines.append(f"## `{fam.name}`\n")
+        lines.append(f"{fam.models}. Module `trajlab/families/{mod}.py`; call formats "
+                     + ", ".join(f"`{f}`" for f in fam.call_formats)
+                     + (f"; also spelled {', '.join(f'`{a}`' for a in fam.aliases)}" if fam.aliases else "") + ".\n")
+        lines.append("| role | header |\n|---|---|")
+        for role, head in fam.role_headers.items():
+            lines.append(f"| {role} | {_code(head.encode('unicode_escape').decode('ascii'))} |")
+        lines.append("")
+        lines.append("Special tokens: " + ", ".join(_code(t) for t in fam.special_tokens) + ".\n")
+        lines.append("Tool-response blocks (literal each contains; *shared*: tried after every family's own):\n")
+        for b in fam.tool_blocks:
+            how = "split by ingest's ChatML splitter" if b.pattern is None else "one regex"
+            extra = ", only where the output writes a ReAct action" if b.requires is not None else ""
+            shared = ", shared" if b.shared else ""
+            lines.append(f"- {_code(b.literal.encode('unicode_escape').decode('ascii'))} ({how}{shared}{extra})")
+        lines.append("")
+        lay = fam.layout
+        toks = [(k, getattr(lay, k)) for k in ("bos", "prompt_end", "turn_end_call", "turn_end_final")]
+        said = ", ".join(f"{k} {_code(v)}" for k, v in toks if v)
+        lines.append(f"Rescore layout: `{lay.rebuild}`" + (f" ({said})" if said else "")
+                     + (f"; kept-token markers {', '.join(_code(m) for m in lay.kept_markers)}"
+                        if lay.kept_markers else "") + ".\n")
+        lines.append(f"Control tokens: `families.{fam.control_tokens}` in `rules/control_tokens.yaml`.\n")
+        if fam.tokenizer_aliases:
+            lines.append("`--tokenizer` aliases: " + ", ".join(
+                f"`{a}` ({t})" for a, t in fam.tokenizer_aliases.items()) + ".\n")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -398,6 +449,7 @@ def pages() -> dict[str, str]:
         "reference/cli.md": cli_page(typer.main.get_command(app)),
         "reference/tables.md": tables_page(all_specs().values()),
         "reference/categories.md": categories_page(),
+        "reference/families.md": families_page(),
         "reference/api.md": api_page(api),
         "reference/exit-codes.md": exit_codes_page(REPO / "trajlab" / "commands"),
         "development/code-map.md": code_map_page(REPO / "trajlab"),

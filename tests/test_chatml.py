@@ -1,8 +1,8 @@
-"""trajlab.chatml: the ChatML tokens, the stripping regex and the plain rendering every module shares."""
+"""trajlab.families.chatml: the ChatML tokens, the stripping regex and the plain rendering every module shares."""
 
 from __future__ import annotations
 
-from trajlab import chatml
+from trajlab.families import chatml
 
 
 def test_render_is_plain_chatml() -> None:

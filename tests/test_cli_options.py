@@ -63,6 +63,17 @@ def test_tool_format_names_are_the_registry() -> None:
     assert TOOL_FORMAT_NAMES == KNOWN_FORMATS
 
 
+def test_input_format_names_are_the_converters() -> None:
+    from trajlab.commands.options import INPUT_FORMAT_NAMES
+    from trajlab.ingest.detect import FORMATS
+
+    assert INPUT_FORMAT_NAMES == ("auto", *FORMATS)
+    res = CliRunner().invoke(app, ["scan", "--help"], env={"COLUMNS": "400", "NO_COLOR": "1"})
+    line = next(x for x in res.output.splitlines() if "--format" in x and "--tool-format" not in x)
+    for name in FORMATS:
+        assert name in line, name
+
+
 @pytest.mark.parametrize("name", ["scan", "watch", "rules check"])
 def test_tool_format_help_lists_every_format(name: str) -> None:
     res = CliRunner().invoke(app, [*name.split(), "--help"], env={"COLUMNS": "400", "NO_COLOR": "1"})

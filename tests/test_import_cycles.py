@@ -105,7 +105,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_is_read() -> None:
     g = import_graph()
     assert "trajlab.scan.options" in g["trajlab.scan.engines"]
-    assert "trajlab.toolcalls.format_base" in g["trajlab.toolcalls.formats"]
+    assert "trajlab.toolcalls.formats.base" in g["trajlab.toolcalls.formats"]
+    assert "trajlab.families" in g["trajlab.toolcalls.formats"]
 
 
 def test_the_detector_finds_a_cycle() -> None:

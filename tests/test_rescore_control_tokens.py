@@ -20,7 +20,7 @@ from trajlab.rescore.control_tokens import (  # noqa: E402
 def test_qwen3_control_set():
     tok = qwen3_tokenizer()
     cs = resolve_control_set(tok, load_control_rules())
-    assert cs.family == "qwen_chatml"
+    assert cs.family == "qwen"
     by_label = dict(zip(cs.labels, cs.ids, strict=True))
     # added tokens that are NOT special still resolve (they are not in all_special_ids)
     assert by_label["<tool_call>"] == 151657 and by_label["</tool_call>"] == 151658
@@ -58,8 +58,10 @@ def test_user_pack_adds_strings_and_exact_mode_skips(tmp_path):
         encoding="utf-8",
     )
     rules = load_control_rules([tmp_path])
+    # the pack spells the family's set by its old name, qwen_chatml: merged into the qwen set, not a set of its own
+    assert "qwen_chatml" not in rules["families"] and ">" in rules["families"]["qwen"]["formats"]["qwen3_coder"]
     cs = resolve_control_set(qwen3_tokenizer(), rules)
-    assert ">" in cs.labels
+    assert cs.family == "qwen" and ">" in cs.labels
     assert any("</parameter>" in s and "not a single token" in s for s in cs.skipped)
     th = thresholds_from_rules(rules)
     assert th.intrusion == 0.3 and th.dropout == 0.9  # merged over the built-in file

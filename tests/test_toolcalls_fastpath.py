@@ -25,7 +25,7 @@ from trajlab.model import RawTrajectory, TurnAnalysis, TurnContext
 from trajlab.toolcalls import analyze as analyze_mod
 from trajlab.toolcalls import analyze_turn, fastpath
 from trajlab.toolcalls.fastpath import fast_calls
-from trajlab.toolcalls.qwen3_coder.lexer import TAG_RE
+from trajlab.toolcalls.formats.qwen3_coder.lexer import TAG_RE
 from trajlab.toolcalls.ruleset import get_ruleset
 from trajlab.toolcalls.schema import tool_index
 from trajlab.toolcalls.think import think_regions, turn_segments

@@ -119,7 +119,7 @@ def test_a_tool_call_token_followed_by_prose_is_no_cut_off_json() -> None:
     ("<tool_call>list_dir<arg_key>path</arg_key></tool_call>", "`{}`"),  # a key with no value at all: dropped
 ])
 def test_glm_pairing_messages_say_what_verl_runs(text: str, verl_reads: str) -> None:
-    from trajlab.toolcalls.format_glm import verl_glm_arguments
+    from trajlab.toolcalls.formats.glm import verl_glm_arguments
 
     tools = [{"name": "list_dir", "description": "", "parameters": {"type": "object", "properties": {
         "path": {"type": "string"}}, "required": ["path"]}}]

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from trajlab.chatml import IM_END, IM_START
+from trajlab.families.chatml import IM_END, IM_START
 from trajlab.model import Finding, Turn, TurnAnalysis
 
 #: sources whose text is a verl agent loop's decoded response (the rules above hold for them)

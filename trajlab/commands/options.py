@@ -16,13 +16,15 @@ from typing import Any
 
 import typer
 
-#: the call formats ``--tool-format`` accepts, in the registry's order (a test checks them against
-#: ``trajlab.toolcalls.formats.KNOWN_FORMATS``; spelled out here so ``--help`` does not import every format module)
-TOOL_FORMAT_NAMES: tuple[str, ...] = ("seed", "minimax", "qwen3_coder", "hermes", "glm45", "glm47", "kimi_k2",
-                                     "deepseek_v31", "deepseek_v32", "deepseek_v4", "gpt_oss", "gemma4", "llama3_json",
-                                     "react")
+from trajlab.families import CALL_FORMATS
 
-#: the input formats ``--format`` accepts in ``scan`` and ``watch``
+#: the call formats ``--tool-format`` accepts, in detection order: read from the families' registry (plain data, so
+#: ``--help`` imports no format module; the call-format registry refuses a format no family declares)
+TOOL_FORMAT_NAMES: tuple[str, ...] = CALL_FORMATS
+
+#: the input formats ``--format`` accepts in ``scan`` and ``watch`` (``auto`` and every converter of
+#: :data:`trajlab.ingest.detect.FORMATS`, which tests/test_cli_options.py holds this to; spelled out so ``--help``
+#: does not import the converters)
 INPUT_FORMAT_NAMES: tuple[str, ...] = ("auto", "verl_jsonl", "verl_tool_json", "openai_messages", "nemo_rl_jsonl",
                                        "trl_completions", "skyrl_eval_jsonl", "slime_pt")
 

@@ -53,11 +53,12 @@ def list_cmd(
     console.print(t)
     f = Table(title="call formats (--tool-format)", title_justify="left")
     f.add_column("format", no_wrap=True)
+    f.add_column("family", no_wrap=True)
     f.add_column("models", overflow="fold")
     f.add_column("call", overflow="fold", ratio=1)
     for it in items:
         if it["kind"] == "format":
-            f.add_row(it["id"], it["family"], it["description"])
+            f.add_row(it["id"], it["family"], it["models"], it["description"])
     console.print(f)
     regex = [it for it in items if it["kind"] == "regex"]
     if regex:

@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
         ood_prompts: int = typer.Option(32, "--ood-prompts", help="At most N prompts in the OOD set (3 variants each)."),
         ood_format: str = typer.Option(
             "auto", "--ood-format",
-            help="Call format of the reformatted OOD variants: auto (the other Qwen format) or any of qwen3_coder, hermes, glm45, glm47, kimi_k2, deepseek_v31, deepseek_v32, deepseek_v4, gpt_oss, llama3_json, seed, minimax, gemma4, react.",
+            help=f"Call format of the reformatted OOD variants: auto (the other Qwen format) or any of {', '.join(opt.TOOL_FORMAT_NAMES)}.",
         ),
         source_split: list[str] = typer.Option(
             ["train"], "--source-split", help="Dump split(s) samples come from (repeatable); train by default, so RL validation prompts stay out.",

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from trajlab.chatml import IM_START, ROLES, strip_specials
+from trajlab.families.chatml import IM_START, ROLES, strip_specials
 
 #: Roles of the decoded ChatML headers we split prompts at.
 _ROLES = "system|user|assistant"

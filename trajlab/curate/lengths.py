@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trajlab import chatml
 from trajlab.curate.samples import Sample
+from trajlab.families import chatml
 
 
 class TokenCounter:

@@ -178,7 +178,7 @@ def _tool_seed(tools: list[dict[str, Any]]) -> str:
 
 def _tool_gemma(tools: list[dict[str, Any]]) -> str:
     """Gemma 4's declarations: ``<|tool>declaration:NAME{description:...,parameters:{...}}<tool|>`` per tool."""
-    from trajlab.toolcalls.format_gemma4 import render_declaration
+    from trajlab.toolcalls.formats.gemma4 import render_declaration
 
     return "".join(render_declaration(t) for t in tools)
 

@@ -18,8 +18,8 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
-from trajlab.chatml import strip_specials
 from trajlab.errors import TrajlabError
+from trajlab.families.chatml import strip_specials
 from trajlab.ingest import token_text
 from trajlab.ingest.fields import coerce_float, finite_float, prompt_hash
 from trajlab.ingest.token_turns import decode_turns

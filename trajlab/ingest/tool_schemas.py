@@ -392,7 +392,7 @@ def _seed_tools(text: str) -> list[dict[str, Any]] | None:
 def _gemma_tools(text: str) -> list[dict[str, Any]] | None:
     """Gemma 4: ``<|tool>declaration:NAME{description:...,parameters:{...}}<tool|>`` in the template's value
     syntax (``declaration:NAME{...}`` when the decode dropped the special tokens); types are upper-case there."""
-    from trajlab.toolcalls.format_gemma4 import read_declarations
+    from trajlab.toolcalls.formats.gemma4 import read_declarations
 
     return read_declarations(text) or None
 

@@ -11,7 +11,8 @@ A tool block runs from its ``user`` header to the ``assistant\\n`` header of the
 ``<think>\\n\\n</think>\\n\\n`` that the generation prompt injects is counted as scaffold too), or to the end of the
 output when the run stopped inside it. The returned turns tile the output exactly.
 
-Other model families wrap tool responses in their own scaffolding (:data:`FAMILY_WRAPPERS`, call-formats.md), each
+Other model families wrap tool responses in their own scaffolding (each family's ``TOOL_BLOCKS`` in
+:mod:`trajlab.families`, gathered in :data:`FAMILY_WRAPPERS`; call-formats.md), each
 recognised with and without its special tokens kept by the decode:
 
 * GLM-4.5+: ``<|observation|>`` (special, usually gone) + ``\n<tool_response>\n...\n</tool_response>`` per result,
@@ -49,7 +50,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from trajlab.chatml import IM_END, IM_START
+from trajlab.families import tool_blocks
+from trajlab.families.chatml import IM_END, IM_START
 from trajlab.model import Turn
 
 if TYPE_CHECKING:
@@ -85,54 +87,11 @@ def _block_end(output: str, pos: int) -> int | None:
         pos = j + 16
 
 
-#: a ReAct step the model writes after an observation (a line that starts Thought:, Action: or Final Answer:)
-_REACT_STEP = r"[ \t]*(?:Thought|Action|Final[ \t]+Answer)[ \t]*\d*[ \t]*:"
-
-#: (family, literal every block contains, regex of one whole tool block), in the order they are tried; a block runs
-#: from the end of an assistant turn to the start of the next one (the next turn's header included)
-FAMILY_WRAPPERS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
-    ("deepseek_v31", "<｜tool▁output▁begin｜>", re.compile(
-        r"(?:<｜end▁of▁sentence｜>)?(?:<｜tool▁outputs▁begin｜>)?(?:<｜tool▁output▁begin｜>.*?(?:<｜tool▁output▁end｜>|\Z))+"
-        r"(?:<｜tool▁outputs▁end｜>)?", re.DOTALL)),
-    ("kimi_k2", "<|im_system|>tool<|im_middle|>", re.compile(
-        r"(?:<\|im_end\|>)?(?:<\|im_system\|>tool<\|im_middle\|>.*?(?:<\|im_end\|>|\Z))+"
-        r"(?:<\|im_assistant\|>assistant<\|im_middle\|>)?", re.DOTALL)),
-    ("kimi_k2", "tool## Return of ", re.compile(
-        r"tool## Return of .*?(?:assistant(?=<think>|functions\.|[A-Z<\s]|\Z)|\Z)", re.DOTALL)),
-    ("gpt_oss", " to=assistant<|channel|>", re.compile(
-        r"(?:<\|start\|>[^<]*? to=assistant<\|channel\|>[^<]*<\|message\|>.*?(?:<\|end\|>|\Z))+"
-        r"(?:<\|start\|>assistant)?", re.DOTALL)),
-    ("gpt_oss", " to=assistant", re.compile(
-        r"functions\.\S+? to=assistant(?:commentary)?.*?(?:assistant(?=analysis|commentary|final)|\Z)", re.DOTALL)),
-    ("seed", "<seed:bos>tool\n", re.compile(
-        r"(?:<seed:bos>tool\n.*?(?:<seed:eos>|\Z))+(?:<seed:bos>assistant\n)?", re.DOTALL)),
-    ("minimax", "]~b]tool", re.compile(
-        r"\n?\]~b\]tool(?:\n<response>.*?(?:</response>|\Z))+(?:\[e~\[\n?)?(?:\]~b\]ai\n(?:<think>\n)?)?",
-        re.DOTALL)),
-    ("seed", "</function>\ntool\n", re.compile(r"(?<=</function>\n)tool\n.*?(?:assistant\n|\Z)", re.DOTALL)),
-    ("minimax", "tool\n<response>", re.compile(
-        r"\n?tool(?:\n<response>.*?(?:</response>|\Z))+\n?(?:ai\n(?:<think>\n)?)?", re.DOTALL)),
-    ("gemma4", "<|tool_response>", re.compile(r"(?:<\|tool_response>.*?(?:<tool_response\|>|\Z))+", re.DOTALL)),
-    ("glm", "<tool_response>", re.compile(
-        r"(?:<\|observation\|>)?(?:[ \t\r\n]*<tool_response>.*?(?:</tool_response>|\Z))+(?:<\|assistant\|>)?",
-        re.DOTALL)),
-    ("deepseek_dsml", "<function_results>", re.compile(
-        r"(?:<｜end▁of▁sentence｜>)?[ \t\r\n]*<function_results>.*?(?:</function_results>[ \t\r\n]*(?:</?think>[ \t\r\n]*)?|\Z)",
-        re.DOTALL)),
-    ("llama3_json", "ipython", re.compile(
-        r"(?:<\|eo[mt](?:_id)?\|>)?(?:<\|(?:start_header_id|header_start)\|>)?ipython(?:<\|(?:end_header_id|header_end)\|>)?"
-        r"\n\n.*?(?:(?:<\|eot(?:_id)?\|>)?(?:<\|(?:start_header_id|header_start)\|>)?assistant"
-        r"(?:<\|(?:end_header_id|header_end)\|>)?\n\n|\Z)", re.DOTALL)),
-    ("react", "user\nObservation", re.compile(
-        r"(?:<\|im_end\|>)?\n?(?:<\|im_start\|>)?user\nObservation[ \t]*\d*[ \t]*:.*?"
-        r"(?:(?:<\|im_end\|>)?\n(?:<\|im_start\|>)?assistant\n|\Z)", re.DOTALL)),
-    ("react", "\nObservation", re.compile(
-        rf"(?<=\n)Observation[ \t]*\d*[ \t]*:(?:(?!\n{_REACT_STEP}).)*\n(?={_REACT_STEP})", re.DOTALL)),
-)
-
-#: families whose wrapper is plain text another output may hold: split only where the output also writes a ReAct
-#: action (an ``Action Input:`` line, or the paper's ``Action 1: Search[...]``)
-WRAPPER_REQUIRES = {"react": re.compile(r"(?m)^[ \t]*Action[ \t]*\d*[ \t]*(?:Input[ \t]*\d*[ \t]*:|:[ \t]*[A-Za-z_][\w.\-]*\[)")}
+#: (family, literal every block contains, regex of one whole tool block, regex the output must also match or None),
+#: in the order they are tried (:func:`trajlab.families.tool_blocks`); a block runs from the end of an assistant turn
+#: to the start of the next one (the next turn's header included)
+FAMILY_WRAPPERS: tuple[tuple[str, str, re.Pattern[str], re.Pattern[str] | None], ...] = tuple(
+    (fam, b.literal, b.pattern, b.requires) for fam, b in tool_blocks() if b.pattern is not None)
 
 
 def _split_family(output: str, block: re.Pattern[str]) -> list[Turn]:
@@ -160,8 +119,7 @@ def split_turns(output: str) -> list[Turn]:
     """
     n = len(output)
     if "<tool_response>" not in output or _ANCHOR not in output:
-        for fam, lit, block in FAMILY_WRAPPERS:
-            req = WRAPPER_REQUIRES.get(fam)
+        for _fam, lit, block, req in FAMILY_WRAPPERS:
             if lit in output and (req is None or req.search(output) is not None):
                 return _split_family(output, block)
         return [Turn(0, "assistant", output, 0, n)]
@@ -251,7 +209,7 @@ def split_turns_frame(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     ).to_series()
     # other families' tool wrappers are split by split_turns (one regex per family), not here
     family = pl.lit(False)
-    for _fam, lit, _block in FAMILY_WRAPPERS:
+    for _fam, lit, _block, _req in FAMILY_WRAPPERS:
         family = family | pl.col("output").str.contains(lit, literal=True)
     leftover = leftover | frame.select(family & ~pl.col("output").str.contains(_ANCHOR, literal=True)).to_series()
     bad = marked.filter(leftover)["row"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trajlab.chatml import strip_specials
+from trajlab.families.chatml import strip_specials
 from trajlab.ingest.fields import prompt_hash, score_and_step
 from trajlab.ingest.turns import chatml_pieces, split_turns, turns_from_pieces
 from trajlab.model import IngestError, RawTrajectory, Turn

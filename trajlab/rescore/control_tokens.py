@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from trajlab.errors import TrajlabError
-from trajlab.rulepacks import load_rule_file
+from trajlab.families import FAMILIES
+from trajlab.rulepacks import load_rule_file, merge_rules
 
 RULE_FILE = "control_tokens.yaml"
 REGIONS: tuple[str, ...] = ("structural", "function_name", "param_name", "param_value", "text", "think")
@@ -64,7 +65,21 @@ def load_control_rules(rules_dirs: Iterable[str | Path] = ()) -> dict[str, Any]:
     data = load_rule_file(RULE_FILE, rules_dirs)
     if not isinstance(data, dict) or not isinstance(data.get("families"), dict):
         raise TrajlabError(f"{RULE_FILE}: expected a mapping with a 'families' mapping")
-    return data
+    return _fold_old_names(data)
+
+
+def _fold_old_names(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with a set a user pack spells by a family's old name (``ALIASES`` in :mod:`trajlab.families`, e.g.
+    ``qwen_chatml`` for ``qwen``) merged into the family's set, as if it were spelled by the family's name."""
+    fams = data["families"]
+    old = {a: fam.control_tokens for fam in FAMILIES.values() for a in fam.aliases
+           if a in fams and fam.control_tokens in fams}
+    if not old:
+        return data
+    merged = {k: v for k, v in fams.items() if k not in old}
+    for alias, key in old.items():
+        merged[key] = merge_rules(merged[key], fams[alias])
+    return {**data, "families": merged}
 
 
 def thresholds_from_rules(

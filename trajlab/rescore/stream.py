@@ -16,7 +16,7 @@ Sources that kept special tokens in the text (``<|im_start|>`` present) are toke
 ids are decoded again (``skip_special_tokens=True``, or ``False`` for such sources) and compared with
 ``input + output``; a mismatch (e.g. text that is not NFC, which Qwen's normalizer changes) is recorded, not fatal.
 
-Other model families (:data:`FAMILY_LAYOUTS`, chosen by the trajectory's call format when the tokenizer has the
+Other model families (:data:`FAMILY_LAYOUTS`, each family's ``LAYOUT`` in :mod:`trajlab.families`, chosen by the trajectory's call format when the tokenizer has the
 family's tokens and no ChatML): DeepSeek-V3.1 gets its ``<｜begin▁of▁sentence｜>`` back before the input and the
 ``<｜end▁of▁sentence｜>`` it generated after every assistant turn; GLM-4.5+ the ``<|assistant|>`` generation prompt
 after the input and after every tool block, and the ``<|observation|>`` it generated to stop for a tool call
@@ -45,7 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from trajlab.chatml import ENDOFTEXT, IM_END, IM_START, ROLES
+from trajlab.families import FAMILY_OF_FORMAT, TokenLayout
+from trajlab.families.chatml import ENDOFTEXT, IM_END, IM_START, ROLES
 from trajlab.rescore.control_tokens import REGIONS
 
 REGION_CODE: dict[str, int] = {r: i for i, r in enumerate(REGIONS)}
@@ -432,46 +433,18 @@ def _first_difference(a: str, b: str) -> str:
 # -- other model families -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FamilyLayout:
-    """Where a family's chat scaffold puts special tokens that a ``skip_special_tokens=True`` dump drops."""
-
-    kept_markers: tuple[str, ...]  # any of these literally in the text: the source kept its special tokens
-    bos: str | None = None  # before the input
-    prompt_end: str | None = None  # the generation prompt, after the input and after every tool block
-    turn_end_call: str | None = None  # generated after an assistant turn that a tool block follows
-    turn_end_final: str | None = None  # generated after the last assistant turn
-    rebuilt: bool = True  # False: the stripped layout is not rebuilt (plain text)
-
-
-_GLM = FamilyLayout(("<|observation|>", "<|assistant|>"), prompt_end="<|assistant|>",
-                    turn_end_call="<|observation|>", turn_end_final="<|user|>")
-#: call format -> layout (call-formats.md §1-4)
-_DEEPSEEK = FamilyLayout(("<｜end▁of▁sentence｜>",), bos="<｜begin▁of▁sentence｜>",
-                         turn_end_call="<｜end▁of▁sentence｜>", turn_end_final="<｜end▁of▁sentence｜>")
-FAMILY_LAYOUTS: dict[str, FamilyLayout] = {
-    "deepseek_v31": _DEEPSEEK,
-    # DSML (V3.2, V4): only BOS/EOS are special, the EOS closes every assistant turn (call turns included)
-    "deepseek_v32": _DEEPSEEK,
-    "deepseek_v4": _DEEPSEEK,
-    # Llama 3.x / 4: the header and end-of-turn tokens are special; the stripped role words are not rebuilt
-    "llama3_json": FamilyLayout(("<|eot_id|>", "<|start_header_id|>", "<|header_start|>"), rebuilt=False),
-    "glm45": _GLM,
-    "glm47": _GLM,
-    "kimi_k2": FamilyLayout(("<|im_middle|>", "<|tool_call_begin|>"), rebuilt=False),
-    "gpt_oss": FamilyLayout(("<|message|>", "<|channel|>"), rebuilt=False),
-    # (call-formats.md §6; a stripped dump loses the call wrappers too, so it is scored as plain text)
-    "seed": FamilyLayout(("<seed:bos>", "<seed:eos>", "<seed:tool_call>"), rebuilt=False),
-    "minimax": FamilyLayout(("]~b]", "[e~[", "<minimax:tool_call>"), rebuilt=False),
-    "gemma4": FamilyLayout(("<|turn>", "<turn|>", "<|tool_call>"), rebuilt=False),
-}
+#: call format -> the layout of its family's chat template (:mod:`trajlab.families`, ``LAYOUT``), for the families
+#: whose tokens are put back or whose text is kept as it is (``rebuild`` ``tokens`` / ``none``); the ChatML
+#: families' layout is the rebuild above
+FAMILY_LAYOUTS: dict[str, TokenLayout] = {
+    fmt: fam.layout for fmt, fam in FAMILY_OF_FORMAT.items() if fam.layout.rebuild != "chatml"}
 
 
 @dataclass(frozen=True)
 class FamilySpecials:
-    """A :class:`FamilyLayout` with its tokens resolved to ids of one tokenizer (``-1``: not a single token)."""
+    """A family's :class:`~trajlab.families.base.TokenLayout` with its tokens resolved to ids of one tokenizer (``-1``: not a single token)."""
 
-    layout: FamilyLayout
+    layout: TokenLayout
     ids: dict[str, int]
 
     @classmethod
@@ -498,7 +471,7 @@ def _family_pieces(tr: TrajectoryText, fam: FamilySpecials) -> tuple[list[_Piece
     """:func:`build_pieces` for a family of :data:`FAMILY_LAYOUTS`."""
     lay = fam.layout
     pieces: list[_Piece | None] = []
-    if fam.kept(tr) or not lay.rebuilt:
+    if fam.kept(tr) or lay.rebuild == "none":
         pieces = [_Piece(tr.input)] if tr.input else []
         for ti, role, cs, ce in tr.turns:
             pieces.append(_Piece(tr.output[cs:ce], scored=role == "assistant", out_offset=cs, turn_index=ti))

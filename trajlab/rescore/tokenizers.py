@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajlab.errors import CheckpointError, MissingDependencyError, param
+from trajlab.families import TOKENIZER_ALIASES
 from trajlab.rescore.qwen_tokenizers import build_qwen35_tokenizer, qwen3_tokenizer_dir
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,9 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Files whose presence marks a directory as holding a tokenizer.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 
-#: ``--tokenizer`` aliases for the built-in real Qwen tokenizers.
-QWEN3_ALIASES = frozenset({"qwen3", "qwen2.5", "qwen2"})
-QWEN35_ALIASES = frozenset({"qwen3.5", "qwen3_5", "qwen3.6", "qwen3_6"})
+#: the built-in real tokenizers the families' ``--tokenizer`` aliases name (:data:`trajlab.families.TOKENIZER_ALIASES`)
+BUILT_IN_TOKENIZERS: dict[str, Callable[[], Path]] = {"qwen3": qwen3_tokenizer_dir, "qwen3_5": build_qwen35_tokenizer}
 
 
 # ---------------------------------------------------------------------------------------------- loading
@@ -43,10 +43,9 @@ def tokenizer_dir_for(ref_or_path: Any) -> Path:
     directory, its config directory (verl's ``huggingface/``) and its own path that holds tokenizer files."""
     if isinstance(ref_or_path, str | os.PathLike):
         s = os.fspath(ref_or_path)
-        if s.lower() in QWEN3_ALIASES:
-            return qwen3_tokenizer_dir()
-        if s.lower() in QWEN35_ALIASES:
-            return build_qwen35_tokenizer()
+        built_in = TOKENIZER_ALIASES.get(s.lower())
+        if built_in is not None:
+            return BUILT_IN_TOKENIZERS[built_in]()
         p = Path(s).expanduser()
         if not p.exists():
             raise CheckpointError(f"{p}: tokenizer directory not found",

@@ -11,7 +11,7 @@ step's work lives in a module of its own, named below. Pipeline of :func:`analyz
    :func:`.qwen3_coder.simple.read_call`) gets from :mod:`.fastpath` the drafts the scanner would make, and
    step 2 is skipped;
 2. ``<think>`` regions are cut out (:mod:`.think`); each segment is scanned for foreign markup, then by the
-   turn's format module (``format_<name>.py``), then for bare JSON calls;
+   turn's format module (``toolcalls/formats/<name>.py``), then for bare JSON calls;
 3. turn-level facts are attached (call inside ``<think>``, text after the last call: :mod:`.placement`);
 4. each call draft gets its verdict (:mod:`.call`): it is checked against the tool schema (names, parameters,
    required, types, with verl's value conversion: :mod:`.call_checks`) and against verl's own reading
@@ -37,11 +37,11 @@ from trajlab.toolcalls.call import finish_call
 from trajlab.toolcalls.draft import CallDraft, Issue, snip
 from trajlab.toolcalls.fastpath import read_turn, single_call
 from trajlab.toolcalls.findings import BAD_SEVERITIES, finding_key, issue_finding
-from trajlab.toolcalls.format_foreign import find_foreign
 from trajlab.toolcalls.formats import FORMATS
+from trajlab.toolcalls.formats.foreign import find_foreign
+from trajlab.toolcalls.formats.qwen3_coder.values import closed_reading, standalone
 from trajlab.toolcalls.jsonbody import find_bare_json
 from trajlab.toolcalls.placement import after_canonical, turn_facts
-from trajlab.toolcalls.qwen3_coder.values import closed_reading, standalone
 from trajlab.toolcalls.ruleset import RuleSet, get_ruleset
 from trajlab.toolcalls.schema import ToolIndex, tool_index
 from trajlab.toolcalls.think import think_regions, think_spans, turn_segments, unbalanced_think

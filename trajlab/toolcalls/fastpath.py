@@ -40,10 +40,16 @@ from typing import Any
 
 from trajlab.model import ParsedCall
 from trajlab.toolcalls.draft import MISSING, CallDraft, ParamDraft, parsed_call
-from trajlab.toolcalls.format_hermes import FRAME_RE
+from trajlab.toolcalls.formats.hermes import FRAME_RE
+from trajlab.toolcalls.formats.qwen3_coder.simple import (
+    XmlShape,
+    read_call,
+    shape_content,
+    shape_draft,
+    shape_spans,
+)
 from trajlab.toolcalls.json_walk import Member, walk_valid
 from trajlab.toolcalls.jsonbody import json_spans
-from trajlab.toolcalls.qwen3_coder.simple import XmlShape, read_call, shape_content, shape_draft, shape_spans
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex
 from trajlab.toolcalls.type_checks import check_json_value, check_xml_value

@@ -53,6 +53,7 @@ def list_rules(rules_dirs: Any = ()) -> list[dict[str, Any]]:
             "variants": sorted(c.variants),
             "source": c.source,
         })
+    from trajlab.families import FAMILY_OF_FORMAT
     from trajlab.toolcalls.formats import FORMATS
 
     for name, fmt in FORMATS.items():
@@ -60,7 +61,8 @@ def list_rules(rules_dirs: Any = ()) -> list[dict[str, Any]]:
         out.append({
             "kind": "format",
             "id": name,
-            "family": fmt.family or name,
+            "family": FAMILY_OF_FORMAT[name].name,
+            "models": fmt.models or name,
             "description": str(spec.get("description") or ""),
             "parser_notes": len(rs.parser_notes.get(name) or {}),
             "source": "builtin",

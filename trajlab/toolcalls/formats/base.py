@@ -1,8 +1,10 @@
 """What a call-format module provides (the interface :mod:`trajlab.toolcalls.analyze` drives).
 
-Adding a format (glm, seed, minimax, gemma4, ... from verl's parser list) means one new module with a
-:class:`ToolFormat` subclass, registered in :mod:`trajlab.toolcalls.formats`, plus ``rules/formats/<name>.yaml``
-(prompt and output markers) and, if it needs new problem names, entries in ``rules/taxonomy.yaml``.
+Adding a format (seed, minimax, gemma4, ... from verl's parser list) means one new module in this folder with a
+:class:`ToolFormat` subclass listed in its ``FORMATS_PROVIDED`` (the registry, :mod:`trajlab.toolcalls.formats`,
+imports every module here), its name in its family's ``CALL_FORMATS`` (:mod:`trajlab.families`), plus
+``rules/formats/<name>.yaml`` (prompt and output markers) and, if it needs new problem names, entries in
+``rules/taxonomy.yaml``.
 """
 
 from __future__ import annotations
@@ -20,14 +22,16 @@ class ToolFormat:
 
     * ``json_arguments``: the arguments are one JSON object (``kimi_k2``, ``deepseek_v31``, ``gpt_oss``): a body
       that does not decode gives no arguments;
-    * ``family``: the model family, shown by ``trajlab rules list`` and the generated categories reference's format table;
+    * ``models``: the models that write the format, shown by ``trajlab rules list`` and the generated categories
+      reference's format table (the model *family* the format belongs to is the one whose ``CALL_FORMATS`` in
+      :mod:`trajlab.families` lists it);
     * ``text_input``: a call may give its arguments as plain text (``react``'s ``Action Input``): a draft whose
       ``json_args`` is a string is read by :meth:`text_arguments`.
     """
 
     name: str = ""
     json_arguments: bool = False
-    family: str = ""
+    models: str = ""
     text_input: bool = False
 
     def find_calls(

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Issue, ParamDraft, Ranges, snip
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.formats.base import ToolFormat
 from trajlab.toolcalls.ruleset import RuleSet
 
 DSML = "｜DSML｜"

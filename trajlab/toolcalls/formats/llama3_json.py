@@ -25,7 +25,7 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import MISSING, CallDraft, Issue, ParamDraft, Ranges
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.formats.base import ToolFormat
 from trajlab.toolcalls.json_decode import decode_body
 from trajlab.toolcalls.json_walk import walk, walk_valid
 from trajlab.toolcalls.jsonbody import json_spans

@@ -24,7 +24,7 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, Issue, ParamDraft, Ranges
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.formats.base import ToolFormat
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.verl_parser import markers_kept
 

@@ -12,7 +12,10 @@ spelling is a ``malformed_tag`` variant here, repaired by rewriting the header:
 * ``harmony_missing_constrain`` / ``harmony_constrain_space`` -- ``json`` without ``<|constrain|>``, or no space;
 * ``harmony_missing_namespace`` -- ``to=NAME`` without ``functions.``;
 * ``harmony_wrong_channel`` -- a call on the ``analysis`` (or ``final``) channel;
-* ``harmony_wrong_end`` -- a call ended by ``<|end|>`` / ``<|return|>`` instead of ``<|call|>``.
+* ``harmony_wrong_end`` -- a call ended by ``<|end|>`` / ``<|return|>`` instead of ``<|call|>``;
+* ``harmony_missing_recipient`` -- a ``commentary`` message with no recipient whose body is JSON (or that ends with
+  ``<|call|>``): the model wrote a call's arguments but named no function, so no parser sees a call (not
+  repairable: which function was meant is not written).
 
 The harmony markers are special tokens, so a dump decoded with ``skip_special_tokens=True`` keeps only
 ``commentary to=functions.NAME json{...}``; that *stripped* form is read too (name and arguments only: the markers
@@ -27,11 +30,11 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Edit, Issue, Ranges, snip
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.formats.base import ToolFormat
+from trajlab.toolcalls.formats.toolcall_blocks import tool_call_blocks
 from trajlab.toolcalls.jsonbody import fill_json_arguments
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.sectioned import read_json_tail
-from trajlab.toolcalls.toolcall_blocks import tool_call_blocks
 
 START, CHANNEL, CONSTRAIN, MESSAGE, CALL = "<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|call|>"
 _ENDS = re.compile(r"<\|(call|end|return|start)\|>")
@@ -41,6 +44,9 @@ _BUILTIN = re.compile(r"(?:browser|python|container)(?:\.[\w\-]+)*\Z")
 #: the stripped form (markers removed by the decode): channel word, recipient, optional content type, then JSON
 STRIPPED_RE = re.compile(r"(?:(?<=assistant)|(?<![A-Za-z]))(commentary|analysis)?[ \t]?to=(functions\.)?"
                          r"([^\s{\"<\[]{1,64}?)[ \t]?(json)?(?=[{\"\[])")
+#: the stripped form of a ``commentary`` message with no recipient whose body is a JSON object
+STRIPPED_NO_RECIPIENT_RE = re.compile(r"(?:(?<=assistant)|(?<![A-Za-z]))commentary[ \t]?(?:json)?[ \t]?(?=\{)")
+_COMMENTARY_HEAD = re.compile(r"[ \t]*commentary(?:[ \t]|\Z)")
 
 
 def canonical_header(name: str) -> str:
@@ -51,17 +57,17 @@ class GptOssFormat(ToolFormat):
     """Harmony tool calls (markers kept or stripped)."""
 
     name = "gpt_oss"
-    family = "gpt-oss-20b, gpt-oss-120b"
+    models = "gpt-oss-20b, gpt-oss-120b"
     json_arguments = True
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
         calls: list[CallDraft] = []
-        if text.find("to=", lo, hi) >= 0:
-            if text.find(MESSAGE, lo, hi) >= 0:
+        if text.find(MESSAGE, lo, hi) >= 0:
+            if text.find("to=", lo, hi) >= 0 or text.find("commentary", lo, hi) >= 0:
                 calls = self._kept(text, lo, hi, rs, excluded, spans)
-            else:
-                calls = self._stripped(text, lo, hi, rs, excluded, spans)
+        elif text.find("to=", lo, hi) >= 0 or text.find("commentary", lo, hi) >= 0:
+            calls = self._stripped(text, lo, hi, rs, excluded, spans)
         calls += tool_call_blocks(self.name, text, lo, hi, rs, [(d.start, d.end) for d in calls] + list(excluded),
                                   spans, fast)
         calls.sort(key=lambda d: d.start)
@@ -88,9 +94,12 @@ class GptOssFormat(ToolFormat):
             body_s = mi + len(MESSAGE)
             em = _ENDS.search(text, body_s, hi)
             pos = body_s
-            if "to=" not in header or (occ is not None and occ.covering(hs) >= 0):
+            if occ is not None and occ.covering(hs) >= 0:
                 continue
-            d = self._header(text, hs, mi, header)
+            if "to=" in header:
+                d = self._header(text, hs, mi, header)
+            else:
+                d = self._no_recipient(text, hs, mi, header, body_s, em is not None and em.group(1) == "call")
             if d is None:
                 continue
             be = em.start() if em else hi
@@ -187,6 +196,22 @@ class GptOssFormat(ToolFormat):
                   _covered=k > 0)
         return d
 
+    def _no_recipient(self, text: str, hs: int, he: int, header: str, body_s: int, ends_call: bool) -> CallDraft | None:
+        """A ``commentary`` message header ``text[hs:he]`` with no recipient, read as a call when its body is a
+        JSON object or it ends with ``<|call|>`` (a preamble to the user is plain text); None otherwise."""
+        ci = header.find(CHANNEL)
+        role = header[len(START) if header.startswith(START) else 0: ci if ci >= 0 else len(header)]
+        if ci < 0 or role.strip() not in ("", "assistant") or not _COMMENTARY_HEAD.match(header, ci + len(CHANNEL)):
+            return None
+        if not ends_call and not text[body_s:body_s + 64].lstrip().startswith("{"):
+            return None
+        d = CallDraft(self.name, hs, he)
+        d.span("structural", hs, he)
+        d.add("malformed_tag", "harmony_missing_recipient", hs, he, tag=snip(header, 40), format=self.name,
+              canonical_hint="a call names its function after the channel: `commentary to=functions.NAME`",
+              blocker="the message names no function, so which tool was meant is not written")
+        return d
+
     # -- markers stripped -----------------------------------------------------------------------------------
 
     def _stripped(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
@@ -217,6 +242,31 @@ class GptOssFormat(ToolFormat):
             d.rerender = True
             d.spans.sort(key=lambda x: x[1])
             out.append(d)
+        if text.find("commentary", lo, hi) >= 0:
+            out = self._stripped_no_recipient(text, lo, hi, rs, excluded, spans, out)
+        return out
+
+    def _stripped_no_recipient(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
+                               spans: bool, found: list[CallDraft]) -> list[CallDraft]:
+        """``found`` plus every stripped ``commentary`` message with no recipient whose body is a JSON object."""
+        taken = Ranges([*excluded, *((d.start, d.end) for d in found)])
+        out = list(found)
+        for m in STRIPPED_NO_RECIPIENT_RE.finditer(text, lo, hi):
+            if taken.covering(m.start()) >= 0:
+                continue
+            bs = m.end()
+            end = read_json_tail(text, bs, hi)
+            be = end if end >= 0 else bs + len(text[bs:hi].rstrip())
+            d = CallDraft(self.name, m.start(), be)
+            d.span("structural", m.start(), bs)
+            d.add("malformed_tag", "harmony_missing_recipient", m.start(), bs, tag=snip(m.group(), 40),
+                  format=self.name,
+                  canonical_hint="a call names its function after the channel: `commentary to=functions.NAME`",
+                  blocker="the message names no function, so which tool was meant is not written")
+            fill_json_arguments(d, text, bs, be, rs, at_end=end < 0, spans=spans, fmt=self.name)
+            d.spans.sort(key=lambda x: x[1])
+            out.append(d)
+        out.sort(key=lambda d: d.start)
         return out
 
     def render(self, name: str, arguments: Any) -> str:

@@ -12,14 +12,14 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, ParamDraft
-from trajlab.toolcalls.qwen3_coder.issues import (
+from trajlab.toolcalls.formats.qwen3_coder.issues import (
     call_close_at_end,
     tag_issue,
     unclosed_function,
     unclosed_parameter,
 )
-from trajlab.toolcalls.qwen3_coder.lexer import CC, CO, FC, FO, PC, PO, TAG_AT, Tok, tag_at
-from trajlab.toolcalls.qwen3_coder.values import standalone
+from trajlab.toolcalls.formats.qwen3_coder.lexer import CC, CO, FC, FO, PC, PO, TAG_AT, Tok, tag_at
+from trajlab.toolcalls.formats.qwen3_coder.values import standalone
 from trajlab.toolcalls.ruleset import RuleSet
 
 #: a simple call as :func:`read_call` reads it: (start, end, name, name start, name end, parameters); a parameter

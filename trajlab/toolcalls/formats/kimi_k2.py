@@ -17,11 +17,11 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Edit, Issue, Ranges
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.formats.base import ToolFormat
+from trajlab.toolcalls.formats.toolcall_blocks import tool_call_blocks
 from trajlab.toolcalls.jsonbody import fill_json_arguments
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.sectioned import Markers, SectionScanner, read_json_tail, render_section
-from trajlab.toolcalls.toolcall_blocks import tool_call_blocks
 
 MARKERS = Markers(
     section_begin="<|tool_calls_section_begin|>",
@@ -77,7 +77,7 @@ class KimiK2Format(ToolFormat):
     """Kimi-K2 tool-call sections (markers kept or stripped)."""
 
     name = "kimi_k2"
-    family = "Kimi-K2, Kimi-K2-Thinking"
+    models = "Kimi-K2, Kimi-K2-Thinking"
     json_arguments = True
 
     def __init__(self) -> None:

@@ -29,7 +29,7 @@ import re
 from typing import Any, Literal
 
 from trajlab.toolcalls.draft import MISSING, CallDraft, Issue, Ranges
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.formats.base import ToolFormat
 from trajlab.toolcalls.jsonbody import fill_json_arguments
 from trajlab.toolcalls.ruleset import RuleSet
 
@@ -164,7 +164,7 @@ class ReactFormat(ToolFormat):
     """ReAct ``Action:`` / ``Action Input:`` steps."""
 
     name = "react"
-    family = "ReAct agents (LangChain-style Thought / Action / Action Input / Observation / Final Answer)"
+    models = "ReAct agents (LangChain-style Thought / Action / Action Input / Observation / Final Answer)"
     text_input = True
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],

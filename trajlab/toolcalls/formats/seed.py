@@ -4,7 +4,7 @@ Grammar (the llama.cpp copy of the ``ByteDance-Seed-OSS`` chat template)::
 
     <seed:tool_call>\\n<function=NAME>\\n<parameter=K>V</parameter>\\n...</function>\\n</seed:tool_call>
 
-The reader is :mod:`trajlab.toolcalls.wrapped_xml`. Values are raw text; verl's ``seed`` parser ``json.loads``
+The reader is :mod:`trajlab.toolcalls.formats.wrapped_xml`. Values are raw text; verl's ``seed`` parser ``json.loads``
 the stripped text (else keeps it). The template renders a non-string value with Python's ``str`` (``True``,
 ``{'a': 1}``), which ``json.loads`` cannot read back: such a value for a non-string parameter is
 ``type_mismatch/seed_python_literal`` (verl passes the string). A declared string that ``json.loads`` turns into
@@ -21,11 +21,11 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Issue
-from trajlab.toolcalls.format_base import ToolFormat
-from trajlab.toolcalls.format_glm import GlmFormat
+from trajlab.toolcalls.formats.base import ToolFormat
+from trajlab.toolcalls.formats.glm import GlmFormat
+from trajlab.toolcalls.formats.wrapped_xml import XmlGrammar, render, scan
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.type_checks import TypeCheck
-from trajlab.toolcalls.wrapped_xml import XmlGrammar, render, scan
 
 GRAMMAR = XmlGrammar("seed", "seed:tool_call", "function", "parameter", by_attr=False, one_call_per_wrapper=True)
 _PY_LITERAL = re.compile(r"True|False|None|[\[{].*'.*[\]}]", re.DOTALL)

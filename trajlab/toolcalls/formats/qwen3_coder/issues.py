@@ -9,7 +9,7 @@ function, so they build the same draft.
 from __future__ import annotations
 
 from trajlab.toolcalls.draft import CallDraft, Edit
-from trajlab.toolcalls.qwen3_coder.lexer import CC, CO, FC, FO, PC, PO, Tok
+from trajlab.toolcalls.formats.qwen3_coder.lexer import CC, CO, FC, FO, PC, PO, Tok
 
 _STRAY_VARIANT = {CO: "open_tool_call", CC: "close_tool_call", FO: "open_function", FC: "close_function",
                   PO: "open_parameter", PC: "close_parameter"}

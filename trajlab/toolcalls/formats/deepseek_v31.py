@@ -16,11 +16,11 @@ import re
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Issue
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.formats.base import ToolFormat
+from trajlab.toolcalls.formats.toolcall_blocks import tool_call_blocks
 from trajlab.toolcalls.jsonbody import fill_json_arguments
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.sectioned import Markers, SectionScanner, render_section
-from trajlab.toolcalls.toolcall_blocks import tool_call_blocks
 
 MARKERS = Markers(
     section_begin="<｜tool▁calls▁begin｜>",
@@ -69,7 +69,7 @@ class DeepSeekV31Format(ToolFormat):
     """DeepSeek-V3.1 tool-call sections."""
 
     name = "deepseek_v31"
-    family = "DeepSeek-V3.1, V3.1-Terminus, V3.2-Exp"
+    models = "DeepSeek-V3.1, V3.1-Terminus, V3.2-Exp"
     json_arguments = True
 
     def __init__(self) -> None:

@@ -4,8 +4,8 @@ Grammar (what the chat templates render, parsers.md §A.7)::
 
     <tool_call>\\n<function=NAME>\\n<parameter=P>\\nVALUE\\n</parameter>\\n...</function>\\n</tool_call>
 
-The format registry (:mod:`.formats`) imports this module by name; the reader's parts live in
-:mod:`trajlab.toolcalls.qwen3_coder`:
+The format registry (:mod:`trajlab.toolcalls.formats`) imports this package; the reader's parts are its modules
+(each imported by name; the package itself holds only the format class):
 
 * :mod:`~.qwen3_coder.lexer`: one regex ``finditer`` over the text yields the tag tokens (``<tool_call>``,
   ``</tool_call>``, ``<function=...>``, ``</function>``, ``<parameter=...>``, ``</parameter>`` and their
@@ -31,11 +31,11 @@ from __future__ import annotations
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Issue
-from trajlab.toolcalls.format_base import ToolFormat
-from trajlab.toolcalls.qwen3_coder.lexer import lex
-from trajlab.toolcalls.qwen3_coder.machine import Scanner
-from trajlab.toolcalls.qwen3_coder.simple import read_simple
-from trajlab.toolcalls.qwen3_coder.values import attach_literals, literal_tags
+from trajlab.toolcalls.formats.base import ToolFormat
+from trajlab.toolcalls.formats.qwen3_coder.lexer import lex
+from trajlab.toolcalls.formats.qwen3_coder.machine import Scanner
+from trajlab.toolcalls.formats.qwen3_coder.simple import read_simple
+from trajlab.toolcalls.formats.qwen3_coder.values import attach_literals, literal_tags
 from trajlab.toolcalls.ruleset import RuleSet
 
 
@@ -43,7 +43,7 @@ class Qwen3CoderFormat(ToolFormat):
     """``<tool_call><function=NAME><parameter=P>VALUE</parameter></function></tool_call>``."""
 
     name = "qwen3_coder"
-    family = "Qwen3-Coder, Qwen3.5, Qwen3.6"
+    models = "Qwen3-Coder, Qwen3.5, Qwen3.6"
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:

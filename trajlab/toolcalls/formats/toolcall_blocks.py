@@ -1,16 +1,16 @@
 """``<tool_call>`` blocks written in a trajectory whose own call markup is another family's (Kimi-K2, DeepSeek-V3.1,
 gpt-oss): each block is read with the Qwen3-Coder XML or Hermes JSON reader and becomes a ``format_mismatch`` call.
 
-It lives apart from :mod:`trajlab.toolcalls.format_base` so that the formats it borrows are imported directly,
+It lives apart from :mod:`trajlab.toolcalls.formats.base` so that the formats it borrows are imported directly,
 not through the registry (:mod:`trajlab.toolcalls.formats`), which imports the formats that use it.
 """
 
 from __future__ import annotations
 
 from trajlab.toolcalls.draft import CallDraft, Ranges
-from trajlab.toolcalls.format_base import ToolFormat
-from trajlab.toolcalls.format_hermes import FORMATS_PROVIDED as HERMES_FORMATS
-from trajlab.toolcalls.format_qwen3_coder import FORMATS_PROVIDED as QWEN3_CODER_FORMATS
+from trajlab.toolcalls.formats.base import ToolFormat
+from trajlab.toolcalls.formats.hermes import FORMATS_PROVIDED as HERMES_FORMATS
+from trajlab.toolcalls.formats.qwen3_coder import FORMATS_PROVIDED as QWEN3_CODER_FORMATS
 from trajlab.toolcalls.ruleset import RuleSet
 
 #: the registered instances (the same objects as ``FORMATS["qwen3_coder"]`` and ``FORMATS["hermes"]``)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Edit, Issue, ParamDraft, Ranges, snip
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.formats.base import ToolFormat
 from trajlab.toolcalls.jsonbody import fill_json_call
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.type_checks import TypeCheck
@@ -356,7 +356,7 @@ class _Scanner:
         end = close.end if close is not None else be
         body = text[op.end:be]
         if _XML_IN.search(body):
-            from trajlab.toolcalls.format_qwen3_coder import Qwen3CoderFormat
+            from trajlab.toolcalls.formats.qwen3_coder import Qwen3CoderFormat
 
             sub, _ = Qwen3CoderFormat().find_calls(text, op.start, end, self.rs, self.excluded, self.want_spans,
                                                    self.fast)
@@ -399,10 +399,10 @@ class GlmFormat(ToolFormat):
     """GLM ``<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>``; ``sep`` is the layout's
     separator (``"\\n"`` for glm45, ``""`` for glm47)."""
 
-    family = "GLM"
+    models = "GLM"
 
     def __init__(self, name: str, sep: str, models: str) -> None:
-        self.name, self.sep, self.family = name, sep, models
+        self.name, self.sep, self.models = name, sep, models
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:

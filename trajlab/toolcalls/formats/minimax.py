@@ -4,7 +4,7 @@ Grammar (the llama.cpp copy of the unsloth ``MiniMax-M2`` chat template)::
 
     <minimax:tool_call>\\n<invoke name="NAME">\\n<parameter name="K">V</parameter>\\n</invoke>\\n...</minimax:tool_call>
 
-The reader is :mod:`trajlab.toolcalls.wrapped_xml`. Values are raw text: the template writes strings as they are
+The reader is :mod:`trajlab.toolcalls.formats.wrapped_xml`. Values are raw text: the template writes strings as they are
 and everything else with ``tojson``; verl's ``minimax`` parser ``json.loads`` the stripped text (else keeps it),
 so a declared string that decodes to another type is ``verl_conversion_divergence`` (GLM's rule, shared). The
 names must be double-quoted: ``<invoke name=NAME>`` or Seed's ``<invoke=NAME>`` is ``malformed_tag/minimax_name_syntax``
@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Issue
-from trajlab.toolcalls.format_base import ToolFormat
-from trajlab.toolcalls.format_glm import GlmFormat
+from trajlab.toolcalls.formats.base import ToolFormat
+from trajlab.toolcalls.formats.glm import GlmFormat
+from trajlab.toolcalls.formats.wrapped_xml import XmlGrammar, render, render_value, scan
 from trajlab.toolcalls.ruleset import RuleSet
-from trajlab.toolcalls.wrapped_xml import XmlGrammar, render, render_value, scan
 
 GRAMMAR = XmlGrammar("minimax", "minimax:tool_call", "invoke", "parameter", by_attr=True, one_call_per_wrapper=False)
 _GLM_RULE = GlmFormat("minimax", "\n", "")

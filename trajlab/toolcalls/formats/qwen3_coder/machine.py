@@ -17,17 +17,17 @@ import re
 from dataclasses import dataclass, field
 
 from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, Issue, ParamDraft, snip
-from trajlab.toolcalls.json_decode import decode_body
-from trajlab.toolcalls.json_walk import walk
-from trajlab.toolcalls.jsonbody import fill_json_call
-from trajlab.toolcalls.qwen3_coder.issues import (
+from trajlab.toolcalls.formats.qwen3_coder.issues import (
     call_close_at_end,
     insertion,
     tag_issue,
     unclosed_function,
     unclosed_parameter,
 )
-from trajlab.toolcalls.qwen3_coder.lexer import CC, CO, FC, FO, PC, PO, Tok
+from trajlab.toolcalls.formats.qwen3_coder.lexer import CC, CO, FC, FO, PC, PO, Tok
+from trajlab.toolcalls.json_decode import decode_body
+from trajlab.toolcalls.json_walk import walk
+from trajlab.toolcalls.jsonbody import fill_json_call
 from trajlab.toolcalls.ruleset import RuleSet
 
 

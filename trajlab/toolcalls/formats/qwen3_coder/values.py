@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Collection
 
 from trajlab.toolcalls.draft import CallDraft, ParamDraft
-from trajlab.toolcalls.qwen3_coder.lexer import CC, CO, FC, FO, PC, PO, TAG_AT, TAG_RE, Tok
+from trajlab.toolcalls.formats.qwen3_coder.lexer import CC, CO, FC, FO, PC, PO, TAG_AT, TAG_RE, Tok
 
 
 def standalone(text: str, start: int, end: int) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Edit, Issue, Ranges, snip
-from trajlab.toolcalls.format_base import ToolFormat
+from trajlab.toolcalls.formats.base import ToolFormat
 from trajlab.toolcalls.jsonbody import fill_json_call
 from trajlab.toolcalls.ruleset import RuleSet
 
@@ -149,7 +149,7 @@ class _Scanner:
         else:
             stray_gt = -1
         if _XML_IN.search(body) and not body.lstrip().startswith("{"):
-            from trajlab.toolcalls.format_qwen3_coder import Qwen3CoderFormat
+            from trajlab.toolcalls.formats.qwen3_coder import Qwen3CoderFormat
 
             sub, _ = Qwen3CoderFormat().find_calls(text, op.start, call_end, self.rs, self.excluded, self.spans,
                                                    self.fast)
@@ -260,7 +260,7 @@ class HermesFormat(ToolFormat):
     """``<tool_call>\\n{"name": NAME, "arguments": {...}}\\n</tool_call>``."""
 
     name = "hermes"
-    family = "Qwen2.5, Qwen3, Qwen3-Next"
+    models = "Qwen2.5, Qwen3, Qwen3-Next"
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
