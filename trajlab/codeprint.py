@@ -3,8 +3,8 @@
 A cache of results (the scan's parts, the metrics table) must not outlive the code that made them, even at the
 same version number. Rather than a hand-kept list of the modules that matter (which drifts: a new module that
 shapes a table is missed), :func:`import_closure` reads the ``import`` statements of trajlab's source -- at the
-top of a module and inside functions alike, and ``import_module`` of a name prefix -- and follows them
-from the given roots; the packages above each
+top of a module and inside functions alike, ``import_module`` of a name prefix, and a package that imports every
+module of its own folder (``pkgutil.iter_modules(__path__)``, a registry) -- and follows them from the given roots; the packages above each
 module count too (their ``__init__`` runs on import). :func:`source_hash` hashes the closure's files. The test
 suite checks the closure against the modules a real scan worker loads.
 """
@@ -22,6 +22,8 @@ _IMPORT = re.compile(
     r"^([ \t]*)(?:from[ \t]+(trajlab(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]+)|import[ \t]+(trajlab(?:\.\w+)*))",
     re.MULTILINE)
 #: ``import_module(f"trajlab.pkg.prefix{...}")``: every module of ``trajlab.pkg`` whose name starts with prefix
+#: a package that imports every module of its folder (a registry such as ``trajlab.toolcalls.formats``)
+_REGISTRY = re.compile(r"iter_modules\(\s*__path__")
 _DYNAMIC = re.compile(r"import_module\(f?[\"'](trajlab(?:\.\w+)*)\.(\w*)\{")
 
 
@@ -76,7 +78,11 @@ def import_closure(roots: tuple[str, ...]) -> tuple[str, ...]:
             if f is None:
                 continue
             (top if parent_only else full).add(mod)
-            todo.extend((m, False) for m in imports_of(f.read_text(encoding="utf-8"), top_only=parent_only))
+            source = f.read_text(encoding="utf-8")
+            todo.extend((m, False) for m in imports_of(source, top_only=parent_only))
+            if f.name == "__init__.py" and _REGISTRY.search(source):
+                todo.extend((f"{mod}.{p.stem if p.suffix else p.name}", False) for p in sorted(f.parent.iterdir())
+                            if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file())
     return tuple(sorted(full | top))
 
 
