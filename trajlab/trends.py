@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from trajlab.tables import STEPS, table_path, to_table
 
-EW_DEFAULTS = {"window": 3, "alpha": 1e-3, "ratio": 2.0, "min_baseline_steps": 5, "min_window_malformed": 3}
+EW_DEFAULTS: dict[str, Any] = {"window": 3, "alpha": 1e-3, "ratio": 2.0, "min_baseline_steps": 5, "min_window_malformed": 3}
 
 
 def steps_table(out: Path | str, *, control_prob: float = 0.5) -> pa.Table:
@@ -258,7 +258,9 @@ def first_warning(warnings: dict[str, dict[str, Any] | None]) -> dict[str, Any] 
     if not got:
         return None
     run = got[0][1]
-    return {**warnings[run], "run": run} if len(warnings) > 1 else warnings[run]
+    first = warnings[run]
+    assert first is not None  # (only runs with a warning are in ``got``)
+    return {**first, "run": run} if len(warnings) > 1 else first
 
 
 def recent_rate(steps: list[dict[str, Any]], window: int, *, run: str | None = None,

@@ -99,7 +99,7 @@ def to_trajectories(
 
 
 def _sample(obj: dict[str, Any], i: int, n: int, *, source_path: str, line: int, step: int | None, split: str,
-            tokenizer: str | None) -> tuple[RawTrajectory | None, list[str]]:
+            tokenizer: str | None) -> tuple[RawTrajectory | None, list[tuple[str, str]]]:
     why: list[tuple[str, str]] = []  # (severity, text): "note" where nothing is lost, "error" where something is
     ids = obj["token_ids"][i]
     if not isinstance(ids, list) or not ids:

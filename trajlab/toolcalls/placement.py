@@ -56,9 +56,9 @@ def turn_facts(text: str, drafts: list[CallDraft], think: list[tuple[int, int, i
     if len(outside) > 1:  # a bare role line between two calls: the model wrote a turn in between
         ordered = sorted(outside, key=lambda d: d.start)
         for a, b in zip(ordered, ordered[1:], strict=False):
-            iss = _role_between(text, a.end, b.start)
-            if iss is not None:
-                a.issues.append(iss)
+            between = _role_between(text, a.end, b.start)
+            if between is not None:
+                a.issues.append(between)
     if outside:
         last = outside[0] if len(outside) == 1 else max(outside, key=lambda d: d.end)
         tail_issue = _text_after(text, last.end, think, ctx)
