@@ -201,7 +201,7 @@ def test_a_run_with_only_w_and_b_files_scans_like_its_file_logger(tmp_path: Path
     later = w["merged"][1]["file"]
     assert {src for st, _, _, src in got if st > 90} == {later}
     (lead,) = s.lead_times
-    assert (lead["warning_step"], lead["breakdown_step"], lead["lead_steps"]) == (84, 108, 24)
+    assert (lead["warning_step"], lead["breakdown_step"], lead["lead_steps"]) == (88, 108, 20)
 
 
 def test_metrics_table_follows_the_reader_code_and_full_scans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

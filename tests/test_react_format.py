@@ -160,12 +160,16 @@ def test_scan_of_a_react_run(tmp_path, capfd, engine):
     assert rc == 0, err
     s = json.loads(out)
     # by hand: 6 clean pending calls; 9 broken records with 10 calls (one writes two actions); a final answer;
-    # a two-turn output with one call -> 17 trajectories, 17 calls, 10 malformed, 2 final answers
-    assert (s["trajectories"], s["calls"], s["malformed_calls"]) == (17, 17, 10)
+    # a two-turn output with one call -> 17 trajectories, 17 calls, 2 final answers; of the 10 broken calls the
+    # two misspelt parameters run (unknown_parameter is a warning: the tool sees the call) -> 8 malformed, 2 warnings
+    assert (s["trajectories"], s["calls"], s["malformed_calls"], s["warning_calls"]) == (17, 17, 8, 2)
     assert s["final_answer_rate"] == pytest.approx(2 / 17)
     assert {c["category"]: c["calls"] for c in s["top_categories"]} == {
         "multiple_actions": 2, "action_after_final_answer": 1, "invalid_json": 1, "missing_action_input": 1,
-        "model_written_observation": 1, "unknown_function": 2, "unknown_parameter": 2, "garbled_function_name": 1}
+        "model_written_observation": 1, "unknown_function": 2, "garbled_function_name": 1}
+    warned = [f for f in pq.read_table(tmp_path / "out" / "findings.parquet").to_pylist()
+              if f["category"] == "unknown_parameter"]
+    assert len(warned) == 2 and {f["severity"] for f in warned} == {"warning"}
     traj = pq.read_table(tmp_path / "out" / "trajectories.parquet").to_pylist()
     assert {t["tool_format"] for t in traj} == {"react"}
     assert sorted(t["n_turns"] for t in traj)[-1] == 3

@@ -105,7 +105,10 @@ def test_malformation_points(run):
     out = run["out"]
     mal = _read(out, "ckpt_a", "malformations").to_pylist()
     calls = pq.read_table(out / "calls.parquet").to_pylist()
-    assert len(mal) == sum(1 for c in calls if c["status"] == "malformed")
+    # every call that is not ok: the malformed ones and the warnings (text after the call is a warning with a
+    # repair: its departure is the control token that should have ended the turn)
+    assert len(mal) == sum(1 for c in calls if c["status"] in ("malformed", "warning")) > sum(
+        1 for c in calls if c["status"] == "malformed")
     by_cat = {tuple(r["categories"]): r for r in mal}
     stray = next(r for r in mal if "stray_attribute" in r["categories"])
     assert stray["context"].endswith("</parameter")

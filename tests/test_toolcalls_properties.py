@@ -126,7 +126,9 @@ def check_invariants(text: str, ta: Any) -> None:
     for i, c in enumerate(ta.calls):
         assert c.call_index == i
         assert 0 <= c.start <= c.end <= n and c.raw == text[c.start:c.end]
-        assert c.status == ("malformed" if c.categories else "ok")
+        sevs = {f.severity for f in ta.findings if f.call_index == i}  # error: malformed; warnings only: warning
+        assert c.status == ("malformed" if "error" in sevs else "warning" if "warning" in sevs else "ok"), (
+            c.status, sevs, c.categories)
         bad = {f.category for f in ta.findings if f.call_index == i and f.severity in ("error", "warning")}
         assert set(c.categories) == bad
 

@@ -191,7 +191,7 @@ STEPS = TableSpec(
         C("trajectories_with_malformed", I64, "", False),
         C("mean_score", F64, ""),
         C("final_answer_rate", F64, "share of trajectories with a final answer (trajectories.has_final_answer)", False),
-        C("category_counts", pa.map_(STR, I64), "calls per category (a call counts once per category)", False),
+        C("category_counts", pa.map_(STR, I64), "malformed calls (status malformed) per category (a call counts once per category; warning-only calls are in warning_calls)", False),
         # from rollout_tokens: null for trajectories without exact tokens (verl's text dumps)
         C("generated_tokens", I64, "tokens the policy generated (the loss mask's sum; null: no exact tokens)"),
         C("control_logprob_mean", F64, "mean inference log-prob of the sampled control tokens (rollout_tokens.control)"),

@@ -26,8 +26,12 @@ SVG_STEP = (
     [f"<think>\n{THINK}\n</think>\n<answer>\n{SVG}\n</answer>"] * 10
     + [f"<think>\n{THINK}\n<answer>\n{SVG}\n</answer>"] * 3  # <think> never closed, complete answer: not truncated
     + [f"<think>\n{THINK}\n<think>\nAgain.\n</think>\n<answer>\n{SVG}\n</answer>"]  # two <think>, one </think>
-    + [f"<think>\n{THINK} The rectangle is"]  # cut inside the reasoning: truncated (open_think)
-    + [f"<think>\n{THINK}\n</think>\n<answer>\n<svg width=\"512\""]  # cut inside the answer: open_answer
+    # the two longest outputs of the run, cut where the length limit fell (an output is truncated only where it
+    # stops inside a structure *and* is near its run's longest output: trajlab.ending.near_length_limit)
+    + [f"<think>\n{THINK}" + " The rectangle spans x 100 to 500 and y 100 to 150." * 20
+       + " The rectangle is"]  # cut inside the reasoning: truncated (open_think)
+    + [f"<think>\n{THINK}\n</think>\n<answer>\n<svg width=\"512\" height=\"512\">"
+       + '\n  <path d="M 100 100 L 500 100 L 500 150 Z"/>' * 20 + '\n  <path d="M 100']  # cut in the answer
 )
 SVG_STEPS = 2
 
@@ -80,7 +84,8 @@ def make_gsm8k_runs(root: Path) -> tuple[Path, Path]:
                                 "step": step})
                 out = ["<think>\nOkay, let's see. 30 times 5 is 150.\n</think>\n\nTotal: 250 liters.\n\n#### 250",
                        "<think>\nOkay, let's see. 30 times 5 is 150.\n</think>\n\n#### 250",
-                       "<think>\nOkay, let's see. 30 times 5 is 150. Then 20",
+                       "<think>\nOkay, let's see. 30 times 5 is 150." + " Check: 5 liters per km, 30 km." * 4
+                       + " Then 20",  # the longest output of the run, cut in the reasoning: truncated
                        "<think>\nOkay, let's see.\n</think>\n\n"][k]
                 t_lines.append({"input": f"user\n{q}{GSM_SUFFIX}", "output": out, "gts": "250",
                                 "score": float(k < 2), "step": step})
@@ -92,7 +97,8 @@ def make_gsm8k_runs(root: Path) -> tuple[Path, Path]:
 def make_thinking_template_run(root: Path) -> Path:
     """``root/gsm8k_open_think``: the prompt ends inside ``<think>`` (a thinking template's generation prompt), so
     outputs have ``</think>`` only. Per step (1 prompt × 4): 2 close the reasoning and answer (final), 1 never
-    closes it (truncated: open_think), 1 never closes it but ends with a complete ``<answer>`` (final)."""
+    closes it and stops well short of the run's longest output (stopped on its own: stopped_in_think, not
+    truncated), 1 never closes it but ends with a complete ``<answer>`` (final)."""
     d = root / "gsm8k_open_think"
     d.mkdir(parents=True, exist_ok=True)
     outs = ["30 times 5 is 150.\n</think>\n\n#### 250", "150 + 100.\n</think>\n\nSo 250 liters.\n\n#### 250",

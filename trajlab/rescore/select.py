@@ -213,8 +213,9 @@ def load_logged_tokens(out: str | Path, ids: Sequence[str]) -> dict[str, LoggedT
 
 
 def load_malformed_calls(out: str | Path, ids: Sequence[str]) -> dict[str, list[dict]]:
-    """Malformed calls per trajectory id, with their repair (may be null) and where their first error finding
-    starts (offset into output; for calls without a repair, the malformation point)."""
+    """Calls that are not ok (status ``malformed`` or ``warning``: a warning's repair, e.g. text after the call, is
+    a control-token departure too) per trajectory id, with their repair (may be null) and where their first error
+    finding starts (offset into output; for calls without a repair, the malformation point)."""
     if not ids:
         return {}
     out = Path(out)

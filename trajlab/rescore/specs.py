@@ -97,8 +97,9 @@ TRAJECTORY_SCORES = TableSpec(
 
 MALFORMATIONS = TableSpec(
     "rescore_malformations",
-    "rescore/<label>/malformations: where each malformed call departs from its repair (or, without one, "
-    "where its first error starts), and the probability of the malformed vs the well-formed continuation.",
+    "rescore/<label>/malformations: where each call that is not ok (status malformed or warning) departs from its "
+    "repair (or, without one, where its first error starts), and the probability of the malformed vs the "
+    "well-formed continuation.",
     (
         C("checkpoint", STR, "checkpoint label", False),
         C("call_id", STR, "calls.call_id", False),
