@@ -198,6 +198,8 @@ RUNS: dict[str, list[tuple[list[str], tuple[int, ...], tuple[str, ...]]]] = {
     "report": [(["report", "{tmp}/missing"], (2,), ()),
                (["report", "{out}", "-o", "{tmp}/r.html"], (0,), ("matplotlib",))],  # the charts
     "build-sft-pool": [(["build-sft-pool", "{tmp}/out"], (0,), ())],
+    "handoff": [(["handoff", "{tmp}/missing"], (2,), ()),  # no trip file and no step: one line
+                (["handoff", "{out}", "--split-step", "88", "-o", "{tmp}/pool", "--no-progress"], (0,), ())],
     "watch": [(["watch", "{one_line_dir}", "-o", "{tmp}/w", "--idle-exit", "0.3", "--interval", "0.1"], (0,), ())],
     # rescore needs torch and transformers to score; a bad checkpoint is reported before either is loaded
     "rescore": [(["rescore", "{out}", "--ckpt", "{tmp}/missing"], (2,), ())],

@@ -18,7 +18,7 @@ from trajlab.errors import TrajlabError
 
 _fast_coercion()  # typer's coercion without pydantic for values that need none (trajlab/commands/coercion.py)
 
-COMMAND_MODULES = ("scan", "watch", "schema", "rules", "rescore", "sft_pool", "sql", "report", "show")
+COMMAND_MODULES = ("scan", "watch", "handoff", "schema", "rules", "rescore", "sft_pool", "sql", "report", "show")
 
 app = typer.Typer(
     name="trajlab",

@@ -1,5 +1,7 @@
 """``trajlab watch``: follow a live run directory, scan each new or grown step file as it lands, and trip a circuit
-breaker (exit code 3 or a command) when a run's malformed-call rate rises.
+breaker (exit code 3 or a command) when a run's malformed-call rate rises. Every trip also (re)writes
+``OUT/trip.json`` (:mod:`trajlab.tripfile`), which the verl checkpoint callback (:mod:`trajlab.verl.breaker`)
+acts on and ``trajlab handoff`` (:mod:`trajlab.handoff`) starts from.
 
 Every ``interval`` seconds the inputs are listed again (:func:`trajlab.ingest.find_inputs`, so runs are derived as
 ``trajlab scan`` derives them). For a JSON-lines file only the bytes added since the last look are read, and only
@@ -27,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -42,6 +45,7 @@ from trajlab.ingest.fields import step_from_name
 from trajlab.outpaths import prepare_out_dir
 from trajlab.scan.options import ScanOptions, WorkerOptions, worker_options
 from trajlab.trends import aggregate_steps, early_warning, tripped_runs
+from trajlab.tripfile import write_trip_file
 from trajlab.watch_store import (
     WATCH_DIR,
     file_dir,
@@ -359,6 +363,9 @@ class Watcher:
         if self.opts.on_trip:
             t.command_rc = run_trip_command(self.opts.on_trip, t, self.out)
         self.trips.append(t)
+        write_trip_file(self.out, [{"run": x.run, "step": x.step, "rate": x.rate, "reason": x.reason,
+                                    "noticed_step": x.noticed_step} for x in self.trips],
+                        next_steps=[f"trajlab handoff {shlex.quote(str(self.out))}"])
         if self.on_trip_event is not None:
             self.on_trip_event(t)
         return t

@@ -44,6 +44,10 @@ def register(app: typer.Typer) -> None:
         as_json: bool = opt.json_option("Print the summary as JSON instead of a table."),
         no_progress: bool = opt.no_progress_option("No progress bars."),
         rollout_n: int | None = opt.rollout_n_option(),
+        split_step: int | None = typer.Option(
+            None, "--split-step",
+            help="Emergency hand-over: positives only from steps before N, error demonstrations and hints only from step N on (e.g. the early-warning step).",
+        ),
     ) -> None:
         """Build the interleaved-SFT pool (positive, error-demonstration and hint samples) from a scan.
 
@@ -71,6 +75,7 @@ def register(app: typer.Typer) -> None:
             source_splits=tuple(source_split),
             rollout_n=rollout_n,
             runs=tuple(run),
+            split_step=split_step,
         )
         summary = build_sft_pool(out, pool, options, progress=not no_progress and not as_json)
         if as_json:

@@ -18,7 +18,7 @@ from trajlab.curate.mix import achieved_ratio, mix, split_prompts
 from trajlab.curate.ood import OodSource, build_ood_rows
 from trajlab.curate.options import PoolOptions
 from trajlab.curate.samples import KINDS, Sample
-from trajlab.curate.scan_tables import ScanTables, open_scan, parse_tools, restrict_runs
+from trajlab.curate.scan_tables import ScanTables, open_scan, parse_tools, restrict_runs, split_at_step
 from trajlab.curate.select_positive import score_flags, select_positives
 from trajlab.curate.specs import OOD_SPEC
 from trajlab.curate.summary import PoolSummary
@@ -252,10 +252,12 @@ def build_sft_pool(
 
     prog = _Progress(progress)
     with prog.run():
-        pos = select_positives(tables, opts, fits=fits, task=prog.task)
-        err = build_error_demos(tables, opts, rules, fits=fits, task=prog.task)
-        scored = score_flags(tables.light.filter(pl.col("split").is_in(list(opts.source_splits))), opts.score_rule)
-        hin = build_hints(tables, opts, rules, pos.by_group, scored, fits=fits)
+        before, after = split_at_step(tables, opts.split_step)
+        pos = select_positives(before, opts, fits=fits, task=prog.task)
+        err = build_error_demos(after, opts, rules, fits=fits, task=prog.task)
+        scored = score_flags(after.light.filter(pl.col("split").is_in(list(opts.source_splits))), opts.score_rule)
+        targets = pos if after is before else select_positives(after, opts, fits=fits)  # a hint's model answer
+        hin = build_hints(after, opts, rules, targets.by_group, scored, fits=fits)
         by_kind = {"positive": pos.samples, "error_demo": err.samples, "hint": hin.samples}
         stats = {"positive": pos.stats, "error_demo": err.stats, "hint": hin.stats}
         for k, r in zip(KINDS, opts.ratio_parts, strict=True):
@@ -358,6 +360,7 @@ def build_sft_pool(
             "rules_dirs": list(opts.rules_dirs),
             "source_splits": list(opts.source_splits),
             "runs": list(opts.runs),
+            "split_step": opts.split_step,
         },
         "score_rule": opts.score_rule.describe(),
         "feedback_role": rules.feedback_role,

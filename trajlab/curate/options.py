@@ -134,6 +134,9 @@ class PoolOptions:
     #: verl's ``rollout.n`` (``--rollout-n``): records without a uid form groups of N consecutive records, and
     #: those groups are the prompts held out for validation (:mod:`trajlab.groups`)
     rollout_n: int | None = None
+    #: the emergency hand-over's cut (``--split-step N``): positives only from steps before N (the run while it was
+    #: healthy), error demonstrations and hints only from step N on (what broke); None: every step for every kind
+    split_step: int | None = None
     #: ``ratio`` parsed: three non-negative numbers with a positive sum (derived)
     ratio_parts: tuple[float, float, float] = field(init=False)
     #: ``ratio`` as text, e.g. ``"5:3:2"`` (derived)
@@ -153,6 +156,9 @@ class PoolOptions:
         if self.rollout_n is not None and (isinstance(self.rollout_n, bool) or not isinstance(self.rollout_n, int)
                                            or self.rollout_n < 1):
             raise TrajlabError(f"{param('rollout_n')} {self.rollout_n!r}: must be a whole number >= 1")
+        if self.split_step is not None and (isinstance(self.split_step, bool) or not isinstance(self.split_step, int)
+                                            or self.split_step < 1):
+            raise TrajlabError(f"{param('split_step')} {self.split_step!r}: must be a whole step number >= 1")
         if self.per_group < 1:
             raise TrajlabError(f"{param('per_group')} {self.per_group}: must be >= 1")
         if self.max_tokens is not None and self.max_tokens < 1:

@@ -9,7 +9,7 @@ are optional and only used to rank candidates when present.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -170,6 +170,23 @@ def restrict_runs(tables: ScanTables, runs: tuple[str, ...]) -> None:
         raise TableError(f"{tables.out}: no run {', '.join(repr(m) for m in missing)}; the runs are: {', '.join(known)}",
                          hint=f"e.g. {param('runs', known[0])}" if known else None)
     tables.light = tables.light.filter(pl.col("run").is_in(list(runs)))
+
+
+def split_at_step(tables: ScanTables, step: int | None) -> tuple[ScanTables, ScanTables]:
+    """``tables`` cut at ``step`` for the emergency hand-over: (the candidates of steps before it, those of
+    ``step`` on); both are ``tables`` itself when ``step`` is None. Raises :class:`TableError` when either side
+    is empty (naming the steps the scan has)."""
+    if step is None:
+        return tables, tables
+    steps = [int(x) for x in tables.light["step"].drop_nulls().to_list()]
+    lo, hi = (min(steps), max(steps)) if steps else (None, None)
+    if lo is None or hi is None or not lo < step <= hi:
+        raise TableError(f"{tables.out}: {param('split_step', step)} leaves one side empty (the candidates' steps "
+                         f"are {lo}..{hi})" if lo is not None else f"{tables.out}: no trajectory has a step",
+                         hint=f"cut inside the run, e.g. at its early-warning step ({param('split_step', hi)} is "
+                              f"the latest that works)" if hi is not None else None)
+    return (replace(tables, light=tables.light.filter(pl.col("step") < step)),
+            replace(tables, light=tables.light.filter(pl.col("step") >= step)))
 
 
 def _rescore_scores(out: Path) -> tuple[str | None, pl.DataFrame | None]:
