@@ -32,6 +32,9 @@ from typing import Any
 from trajlab.toolcalls.draft import CallDraft, Issue, ParamDraft, Ranges, snip
 from trajlab.toolcalls.formats.base import ToolFormat
 from trajlab.toolcalls.ruleset import RuleSet
+from trajlab.toolcalls.schema import ToolIndex
+from trajlab.toolcalls.verl_call import VerlCall
+from trajlab.toolcalls.verl_dsml import verl_dsml_calls
 
 DSML = "｜DSML｜"
 BLOCKS = ("function_calls", "tool_calls")
@@ -485,8 +488,9 @@ class DsmlFormat(ToolFormat):
 
     json_arguments = False
 
-    def __init__(self, name: str, block: str, models: str) -> None:
+    def __init__(self, name: str, block: str, models: str, verl_parser: str | None = None) -> None:
         self.name, self.block, self.family = name, block, models
+        self.verl_parser = verl_parser
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
@@ -518,8 +522,15 @@ class DsmlFormat(ToolFormat):
                 return dec
         return value
 
+    def verl_read(self, text: str, index: ToolIndex | None) -> list[VerlCall] | None:
+        """verl's ``DeepSeekV4ToolParser`` (:mod:`trajlab.toolcalls.verl_dsml`) where verl has a parser for the
+        version (:attr:`verl_parser`); ``None`` otherwise (V3.2)."""
+        if self.verl_parser is None:
+            return None
+        return [VerlCall(*c) for c in verl_dsml_calls(text)]
+
 
 FORMATS_PROVIDED: tuple[ToolFormat, ...] = (
     DsmlFormat("deepseek_v32", "function_calls", "DeepSeek-V3.2"),
-    DsmlFormat("deepseek_v4", "tool_calls", "DeepSeek-V4"),
+    DsmlFormat("deepseek_v4", "tool_calls", "DeepSeek-V4", verl_parser="deepseek_v4"),
 )

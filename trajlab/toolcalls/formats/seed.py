@@ -25,9 +25,18 @@ from trajlab.toolcalls.formats.base import ToolFormat
 from trajlab.toolcalls.formats.glm import GlmFormat
 from trajlab.toolcalls.formats.wrapped_xml import XmlGrammar, render, scan
 from trajlab.toolcalls.ruleset import RuleSet
+from trajlab.toolcalls.schema import ToolIndex
 from trajlab.toolcalls.type_checks import TypeCheck
+from trajlab.toolcalls.verl_call import VerlCall, json_value, received
 
-GRAMMAR = XmlGrammar("seed", "seed:tool_call", "function", "parameter", by_attr=False, one_call_per_wrapper=True)
+#: the special-token markers a turn decoded with them kept shows (Seed generates its end-of-turn token after every
+#: call): a turn with none is a ``skip_special_tokens=True`` decode
+KEPT_MARKERS = ("<seed:", "</seed:")
+GRAMMAR = XmlGrammar("seed", "seed:tool_call", "function", "parameter", by_attr=False, one_call_per_wrapper=True,
+                     kept_markers=KEPT_MARKERS)
+_VERL_BLOCK = re.compile(r"<seed:tool_call>(.*?)</seed:tool_call>", re.DOTALL)
+_VERL_FUNCTION = re.compile(r"<function=([^>\n]+)>\s*(.*?)</function>", re.DOTALL)
+_VERL_PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)</parameter>", re.DOTALL)
 _PY_LITERAL = re.compile(r"True|False|None|[\[{].*'.*[\]}]", re.DOTALL)
 _GLM_RULE = GlmFormat("seed", "\n", "")
 
@@ -43,6 +52,9 @@ class SeedFormat(ToolFormat):
 
     name = "seed"
     family = "Seed-OSS"
+    tools_source = "prompt_seed"
+    verl_parser = "seed"
+    verl_markers = KEPT_MARKERS
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
@@ -64,6 +76,26 @@ class SeedFormat(ToolFormat):
 
     def intended(self, written: str, value: Any, prop: Any) -> Any:
         return _GLM_RULE.intended(written, value, prop)
+
+    def verl_read(self, text: str, index: ToolIndex | None) -> list[VerlCall] | None:
+        """verl's ``SeedToolParser``: nothing unless the text holds both ``<seed:tool_call>`` and
+        ``</seed:tool_call>``; in each lazy wrapper block only the *first*
+        ``<function=([^>\\n]+)>\\s*(.*?)</function>`` (name stripped, attributes kept in it), its parameters
+        ``<parameter=([^>\\n]+)>(.*?)</parameter>`` (keys stripped), values ``json.loads`` of the stripped text,
+        else the stripped text."""
+        out: list[VerlCall] = []
+        if "<seed:tool_call>" not in text or "</seed:tool_call>" not in text:
+            return out
+        for bm in _VERL_BLOCK.finditer(text):
+            fm = _VERL_FUNCTION.search(text, bm.start(1), bm.end(1))
+            if fm is None:
+                continue
+            args = {k.strip(): json_value(v) for k, v in _VERL_PARAMETER.findall(fm.group(2))}
+            try:
+                out.append(VerlCall(fm.group(1).strip(), received(args), fm.start(), fm.end()))
+            except (ValueError, RecursionError):  # verl logs "Failed to decode Seed tool call"
+                continue
+        return out
 
 
 FORMATS_PROVIDED: tuple[ToolFormat, ...] = (SeedFormat(),)
