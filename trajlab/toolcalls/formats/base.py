@@ -35,6 +35,8 @@ class ToolFormat:
     * ``tools_source``: the ``tools_source`` label (:func:`trajlab.ingest.tool_schemas.tools_from_prompt`) of the
       prompt's tool-list rendering that implies this format (``prompt_xml`` for ``qwen3_coder``); detection
       (:mod:`trajlab.toolcalls.detect`) falls back on it when the prompt has no instruction block;
+    * ``declarations_literal``: a string every prompt that declares its tools the format's own way contains
+      (tested before :meth:`read_declarations`; ``None``: the format has no reader of its own);
     * ``verl_parser``: the name of verl 0.9.1's parser for the format, whose reading :meth:`verl_read` reproduces;
     * ``verl_markers``: the family's special-token markers where verl's parser reads markup made of special tokens:
       a turn that shows none of them was decoded with ``skip_special_tokens=True`` (verl read token ids the text
@@ -46,6 +48,7 @@ class ToolFormat:
     models: str = ""
     text_input: bool = False
     tools_source: str | None = None
+    declarations_literal: str | None = None
     verl_parser: str | None = None
     verl_markers: tuple[str, ...] = ()
 
@@ -90,4 +93,16 @@ class ToolFormat:
         """The calls verl's parser :attr:`verl_parser` executes for ``text`` (one generation, special tokens kept),
         as :class:`~trajlab.toolcalls.verl_call.VerlCall` with offsets into ``text``; ``None``: verl's reading of
         the format is not reproduced (the default)."""
+        return None
+
+    def read_declarations(self, text: str) -> list[dict[str, Any]] | None:
+        """The tool schemas (``{"name", "description", "parameters"}``) a prompt declares in the format's own
+        rendering (read by :func:`trajlab.ingest.tool_schemas.tools_from_prompt` when the prompt holds
+        :attr:`declarations_literal`; its ``tools_source`` is :attr:`tools_source`); ``None``: none found."""
+        return None
+
+    def render_declarations(self, tools: list[dict[str, Any]]) -> str | None:
+        """The tools as the format's chat template declares them in the system prompt: the ``{tool_declarations}``
+        placeholder of ``ood.tool_blocks.<format>`` in ``rules/hints.yaml`` (``tools`` in the key order templates
+        print: name, description, parameters, rest); ``None``: the format has no rendering of its own."""
         return None

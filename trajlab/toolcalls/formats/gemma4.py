@@ -215,6 +215,7 @@ class Gemma4Format(ToolFormat):
     name = "gemma4"
     family = "Gemma 4"
     tools_source = "prompt_gemma4"
+    declarations_literal = "declaration:"
     verl_parser = "gemma4"
     verl_markers = KEPT_MARKERS
 
@@ -374,6 +375,15 @@ class Gemma4Format(ToolFormat):
 
     def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
         return self.render(name, dict(params))
+
+    def read_declarations(self, text: str) -> list[dict[str, Any]] | None:
+        """``<|tool>declaration:NAME{description:...,parameters:{...}}<tool|>`` in the template's value syntax
+        (``declaration:NAME{...}`` when the decode dropped the special tokens): :func:`read_declarations`."""
+        return read_declarations(text) or None
+
+    def render_declarations(self, tools: list[dict[str, Any]]) -> str | None:
+        """``<|tool>declaration:NAME{...}<tool|>`` per tool (:func:`render_declaration`)."""
+        return "".join(render_declaration(t) for t in tools)
 
     def verl_read(self, text: str, index: ToolIndex | None) -> list[VerlCall] | None:
         """verl's ``Gemma4ToolParser``: nothing unless the text holds ``<|tool_call>``; calls

@@ -14,6 +14,7 @@ tokens (a ``skip_special_tokens=True`` dump keeps only the invokes); ``<think>``
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -60,6 +61,10 @@ class MiniMaxFormat(ToolFormat):
 
     def intended(self, written: str, value: Any, prop: Any) -> Any:
         return _GLM_RULE.intended(written, value, prop)
+
+    def render_declarations(self, tools: list[dict[str, Any]]) -> str | None:
+        """One ``<tool>{json}</tool>`` line per tool (inside the template's ``<tools>`` block)."""
+        return "\n".join(f"<tool>{json.dumps(t, ensure_ascii=False)}</tool>" for t in tools)
 
     def verl_read(self, text: str, index: ToolIndex | None) -> list[VerlCall] | None:
         """verl's ``MiniMaxToolParser``: nothing unless the text holds both ``<minimax:tool_call>`` and

@@ -37,6 +37,11 @@ GRAMMAR = XmlGrammar("seed", "seed:tool_call", "function", "parameter", by_attr=
 _VERL_BLOCK = re.compile(r"<seed:tool_call>(.*?)</seed:tool_call>", re.DOTALL)
 _VERL_FUNCTION = re.compile(r"<function=([^>\n]+)>\s*(.*?)</function>", re.DOTALL)
 _VERL_PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)</parameter>", re.DOTALL)
+#: the tool block's ``Function:\ndef NAME(p: str):`` entries and their docstrings' ``- p (str) [必填]: ...`` lines
+_DEF = re.compile(r"^Function:\ndef ([\w.\-]+)\((.*?)\):\n(.*?)\n    \"\"\"\n(?=\n|\Z)", re.MULTILINE | re.DOTALL)
+_ARG = re.compile(r"^    - ([\w.\-]+) \((\w+)\)( \[必填\]| \[选填\])?: ?(.*)$", re.MULTILINE)
+_SCHEMA_TYPES = {"str": "string", "int": "integer", "bool": "boolean", "list": "array"}
+_PY_TYPES = {"string": "str", "integer": "int", "number": "int", "boolean": "bool", "array": "list"}
 _PY_LITERAL = re.compile(r"True|False|None|[\[{].*'.*[\]}]", re.DOTALL)
 _GLM_RULE = GlmFormat("seed", "\n", "")
 
@@ -53,6 +58,7 @@ class SeedFormat(ToolFormat):
     name = "seed"
     family = "Seed-OSS"
     tools_source = "prompt_seed"
+    declarations_literal = "Function:\ndef "
     verl_parser = "seed"
     verl_markers = KEPT_MARKERS
 
@@ -76,6 +82,41 @@ class SeedFormat(ToolFormat):
 
     def intended(self, written: str, value: Any, prop: Any) -> Any:
         return _GLM_RULE.intended(written, value, prop)
+
+    def read_declarations(self, text: str) -> list[dict[str, Any]] | None:
+        """``Function:\\ndef NAME(p: str, q: int):`` with a docstring listing ``- p (str) [必填]: ...``
+        (必填 = required; the Python types are lossy: ``int`` stands for integer and number)."""
+        tools = []
+        for m in _DEF.finditer(text):
+            doc = m.group(3)
+            desc = doc.split("Args:", 1)[0].strip().strip('"').strip()
+            props: dict[str, Any] = {}
+            required = []
+            for a in _ARG.finditer(doc):
+                t = _SCHEMA_TYPES.get(a.group(2))
+                props[a.group(1)] = ({"type": t} if t else {}) | ({"description": a.group(4)} if a.group(4) else {})
+                if a.group(3) == " [必填]":
+                    required.append(a.group(1))
+            tools.append({"name": m.group(1), "description": desc,
+                          "parameters": {"type": "object", "properties": props, "required": required}})
+        return tools or None
+
+    def render_declarations(self, tools: list[dict[str, Any]]) -> str | None:
+        """The tool block body: a Python ``def`` per tool with an ``Args:`` docstring (the template's layout)."""
+        out = []
+        for t in tools:
+            params = t.get("parameters") or {}
+            props = params.get("properties") or {}
+            req = set(params.get("required") or [])
+
+            def py(p: Any) -> str:
+                return _PY_TYPES.get(str(p.get("type")) if isinstance(p, dict) else "", "Any")
+            sig = ", ".join(f"{k}: {py(p)}" for k, p in props.items())
+            args = "".join(f"\n    - {k} ({py(p)}) {'[必填]' if k in req else '[选填]'}: "
+                           f"{(p.get('description') if isinstance(p, dict) else '') or ''}" for k, p in props.items())
+            doc = f"\n\n    Args:{args}" if props else ""
+            out.append(f'\n\n\nFunction:\ndef {t["name"]}({sig}):\n    """\n    {t.get("description") or ""}{doc}\n\n    """')
+        return "".join(out)
 
     def verl_read(self, text: str, index: ToolIndex | None) -> list[VerlCall] | None:
         """verl's ``SeedToolParser``: nothing unless the text holds both ``<seed:tool_call>`` and
