@@ -34,8 +34,8 @@ def markers_kept(markers: tuple[str, ...], text: str) -> bool:
 
 
 def json_value(raw: str) -> Any:
-    """verl's wrapped-XML value conversion (seed, minimax): ``json.loads`` of the stripped text, else the stripped
-    text."""
+    """verl's value conversion of the wrapped-XML formats (:mod:`.formats.wrapped_xml`): ``json.loads`` of the
+    stripped text, else the stripped text."""
     v = raw.strip()
     try:
         return json.loads(v)
