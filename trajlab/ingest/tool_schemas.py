@@ -8,7 +8,9 @@ Three renderings occur in the system block of a verl dump's ``input``:
   <name>..</name><type>..</type>...</parameter></parameters></function></tools>`` (parsed with lxml in recover
   mode, since descriptions are not escaped).
 
-Other families declare their tools elsewhere in the system block (call-formats.md):
+Other families declare their tools elsewhere in the system block (call-formats.md); a call format whose
+declarations are its own reads them itself (``ToolFormat.read_declarations``: Seed-OSS's ``Function:\ndef NAME(``
+docstrings, Gemma 4's ``declaration:NAME{...}``), the others are read here:
 
 * GLM-4.5+: the same JSON-lines ``<tools>`` block (read by the first rule);
 * Kimi-K2: ``<|im_system|>tool_declare<|im_middle|>[...]<|im_end|>``, one JSON array of OpenAI tool objects
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -363,43 +366,10 @@ def _react_tools(text: str) -> list[dict[str, Any]] | None:
     return list(tools.values()) or None
 
 
-#: family system blocks tried when the prompt has no ``<tools>`` block: (literal, reader, tools_source); the
-#: ReAct list last (its literal is plain text another family's prompt may quote)
-_SEED_DEF = re.compile(r"^Function:\ndef ([\w.\-]+)\((.*?)\):\n(.*?)\n    \"\"\"\n(?=\n|\Z)", re.MULTILINE | re.DOTALL)
-_SEED_ARG = re.compile(r"^    - ([\w.\-]+) \((\w+)\)( \[必填\]| \[选填\])?: ?(.*)$", re.MULTILINE)
-_SEED_TYPES = {"str": "string", "int": "integer", "bool": "boolean", "list": "array"}
-
-
-def _seed_tools(text: str) -> list[dict[str, Any]] | None:
-    """Seed-OSS: ``Function:\ndef NAME(p: str, q: int):`` with a docstring listing ``- p (str) [必填]: ...``
-    (必填 = required; the Python types are lossy: ``int`` stands for integer and number)."""
-    tools = []
-    for m in _SEED_DEF.finditer(text):
-        doc = m.group(3)
-        desc = doc.split("Args:", 1)[0].strip().strip('"').strip()
-        props: dict[str, Any] = {}
-        required = []
-        for a in _SEED_ARG.finditer(doc):
-            t = _SEED_TYPES.get(a.group(2))
-            props[a.group(1)] = ({"type": t} if t else {}) | ({"description": a.group(4)} if a.group(4) else {})
-            if a.group(3) == " [必填]":
-                required.append(a.group(1))
-        tools.append({"name": m.group(1), "description": desc,
-                      "parameters": {"type": "object", "properties": props, "required": required}})
-    return tools or None
-
-
-def _gemma_tools(text: str) -> list[dict[str, Any]] | None:
-    """Gemma 4: ``<|tool>declaration:NAME{description:...,parameters:{...}}<tool|>`` in the template's value
-    syntax (``declaration:NAME{...}`` when the decode dropped the special tokens); types are upper-case there."""
-    from trajlab.toolcalls.formats.gemma4 import read_declarations
-
-    return read_declarations(text) or None
-
-
+#: family system blocks tried when the prompt has no ``<tools>`` block, after the call formats' own readers
+#: (:func:`_family_blocks`): (literal, reader, tools_source); the ReAct list last (its literal is plain text another
+#: family's prompt may quote)
 _FAMILY_BLOCKS = (
-    ("declaration:", _gemma_tools, "prompt_gemma4"),
-    ("Function:\ndef ", _seed_tools, "prompt_seed"),
     ("tool_declare", _kimi_tools, "prompt_kimi"),
     ("<functions>", _functions_block, "prompt_dsml"),
     (_LLAMA_LEAD, _llama_tools, "prompt_llama"),
@@ -408,10 +378,24 @@ _FAMILY_BLOCKS = (
     ("Action", _react_tools, "prompt_react"),
 )
 
+#: a reader of one rendering of tool declarations: the schemas, or None
+Reader = Callable[[str], list[dict[str, Any]] | None]
+
+
+@lru_cache(maxsize=1)
+def _family_blocks() -> tuple[tuple[str, Reader, str | None], ...]:
+    """The call formats that read their own tool declarations (``ToolFormat.read_declarations``), in detection
+    order, then :data:`_FAMILY_BLOCKS`."""
+    from trajlab.toolcalls.formats import FORMATS
+
+    own = tuple((f.declarations_literal, f.read_declarations, f.tools_source) for f in FORMATS.values()
+                if f.declarations_literal)
+    return own + _FAMILY_BLOCKS
+
 
 @lru_cache(maxsize=1024)
 def _family_tools(input_text: str) -> tuple[str | None, str | None]:
-    for lit, reader, src in _FAMILY_BLOCKS:
+    for lit, reader, src in _family_blocks():
         if lit in input_text:
             tools = reader(input_text)
             if tools:

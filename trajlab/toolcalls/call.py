@@ -16,7 +16,8 @@ from trajlab.toolcalls.formats import FORMATS
 from trajlab.toolcalls.repair import Reclassify, repair_call
 from trajlab.toolcalls.ruleset import RuleSet
 from trajlab.toolcalls.schema import ToolIndex
-from trajlab.toolcalls.verl_parser import AS_INTENDED, DIFFERENTLY, DROPPED, VerlCall
+from trajlab.toolcalls.verl_call import VerlCall
+from trajlab.toolcalls.verl_parser import AS_INTENDED, DIFFERENTLY, DROPPED
 from trajlab.toolcalls.verl_verdict import say_what_verl_does, verl_does, verl_issues, verl_verdict
 
 

@@ -5,7 +5,8 @@ The prompt's instructions decide first (the Qwen3.5/3.6/Qwen3-Coder block with
 <args-json-object>}``, GLM's ``<tool_call>{function-name}<arg_key>...`` block, Kimi's ``tool_declare`` turn, the
 DeepSeek-V3.1 tool-use block, gpt-oss's ``namespace functions {``; markers are data in
 ``rules/formats/<format>.yaml``), then how the tools are rendered (Qwen3-Coder's XML tool list, Kimi's
-``tool_declare`` array, DeepSeek's ``### NAME`` blocks, harmony's TypeScript namespace), then what the output
+``tool_declare`` array, DeepSeek's ``### NAME`` blocks, harmony's TypeScript namespace: the format whose
+``tools_source`` names the rendering, :data:`~trajlab.toolcalls.formats.SOURCE_FORMATS`), then what the output
 itself contains. ReAct instructions (``Action:`` / ``Action Input:``, plain text a prompt may merely quote) count
 only when no family's instructions or tool block are in the prompt (:data:`FALLBACK_FORMATS`).
 """
@@ -15,13 +16,9 @@ from __future__ import annotations
 import re
 
 from trajlab.toolcalls.analyze import detect_output_format
-from trajlab.toolcalls.formats import FORMATS
+from trajlab.toolcalls.formats import FORMATS, SOURCE_FORMATS
 from trajlab.toolcalls.ruleset import get_ruleset
 
-#: the format a tool-list rendering implies (``tools_source`` of :func:`trajlab.ingest.tool_schemas.tools_from_prompt`)
-SOURCE_FORMATS = {"prompt_xml": "qwen3_coder", "prompt_kimi": "kimi_k2", "prompt_deepseek": "deepseek_v31",
-                  "prompt_seed": "seed", "prompt_minimax": "minimax", "prompt_gemma4": "gemma4",
-                  "prompt_typescript": "gpt_oss"}
 #: formats whose instructions are plain text a prompt may merely quote (ReAct's "Action Input:"): their markers
 #: count only when no other family's instructions or tool block are in the prompt
 FALLBACK_FORMATS: tuple[str, ...] = ("react",)

@@ -11,12 +11,12 @@ from typing import Any
 
 from trajlab.model import Finding
 from trajlab.toolcalls.draft import CallDraft, Edit, snip
+from trajlab.toolcalls.verl_call import VerlCall
 from trajlab.toolcalls.verl_parser import (
     AS_INTENDED,
     DIFFERENTLY,
     DROPPED,
     VERL_VERSION,
-    VerlCall,
     describe,
     same_value,
 )

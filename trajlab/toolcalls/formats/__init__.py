@@ -7,8 +7,9 @@ folder and keys the formats by name; their order is the order the families decla
 (:data:`trajlab.families.CALL_FORMATS`, detection order), and every format a family declares must be provided here
 and every format provided must belong to a family, so the two registries cannot drift. Adding a format is one
 module here plus ``rules/formats/<name>.yaml`` (prompt and output markers) and the name in its family's
-``CALL_FORMATS``; the analyzer, detection, turn checks, ``--tool-format`` and ``trajlab rules list`` read this
-registry. Modules without ``FORMATS_PROVIDED`` (:mod:`.base`, :mod:`.foreign`, :mod:`.toolcall_blocks`) are the
+``CALL_FORMATS``; the analyzer, detection, turn checks, verl's reading (:mod:`trajlab.toolcalls.verl_parser`),
+the prompt's tool declarations, ``--tool-format`` and ``trajlab rules list`` read this registry (the hooks a format
+may define are the attributes and methods of :class:`ToolFormat`). Modules without ``FORMATS_PROVIDED`` (:mod:`.base`, :mod:`.foreign`, :mod:`.toolcall_blocks`) are the
 shared parts.
 """
 
@@ -44,6 +45,14 @@ def _load() -> tuple[dict[str, ToolFormat], dict[str, str]]:
     if orphan:
         raise FamilyError(f"call formats {', '.join(orphan)} are provided but no family declares them "
                           "(add them to a family's CALL_FORMATS in trajlab/families/)")
+    sources: dict[str, str] = {}
+    for f in CALL_FORMATS:
+        src = found[f].tools_source
+        if src is not None and src in sources:
+            raise FamilyError(f"call formats {sources[src]} and {f} both claim the tool-list rendering {src!r} "
+                              "(tools_source)")
+        if src is not None:
+            sources[src] = f
     return {f: found[f] for f in CALL_FORMATS}, module_of
 
 
@@ -60,5 +69,8 @@ JSON_ARGUMENT_FORMATS: frozenset[str] = frozenset(n for n, f in FORMATS.items() 
 #: formats whose calls may give their arguments as plain text (react's Action Input)
 TEXT_INPUT_FORMATS: frozenset[str] = frozenset(n for n, f in FORMATS.items() if f.text_input)
 
+#: the format a prompt's tool-list rendering implies: ``tools_source`` label -> format (:attr:`ToolFormat.tools_source`)
+SOURCE_FORMATS: dict[str, str] = {f.tools_source: n for n, f in FORMATS.items() if f.tools_source}
+
 __all__ = ["FORMATS", "FORMAT_MODULES", "JSON_ARGUMENT_FORMATS", "KNOWN_FORMATS", "MODULE_OF_FORMAT",
-           "TEXT_INPUT_FORMATS", "ToolFormat"]
+           "SOURCE_FORMATS", "TEXT_INPUT_FORMATS", "ToolFormat"]

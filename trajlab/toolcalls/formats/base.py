@@ -1,18 +1,23 @@
 """What a call-format module provides (the interface :mod:`trajlab.toolcalls.analyze` drives).
 
-Adding a format (seed, minimax, gemma4, ... from verl's parser list) means one new module in this folder with a
-:class:`ToolFormat` subclass listed in its ``FORMATS_PROVIDED`` (the registry, :mod:`trajlab.toolcalls.formats`,
-imports every module here), its name in its family's ``CALL_FORMATS`` (:mod:`trajlab.families`), plus
-``rules/formats/<name>.yaml`` (prompt and output markers) and, if it needs new problem names, entries in
-``rules/taxonomy.yaml``.
+Adding a format means one new module in this folder with a :class:`ToolFormat` subclass listed in its
+``FORMATS_PROVIDED`` (the registry, :mod:`trajlab.toolcalls.formats`, imports every module here), its name in its
+family's ``CALL_FORMATS`` (:mod:`trajlab.families`), plus ``rules/formats/<name>.yaml`` (prompt and output markers)
+and, if it needs new problem names, entries in ``rules/taxonomy.yaml``. What the shared stages need to know of one
+format (the tool-list rendering that implies it, verl's reading of it, its prompt's tool declarations) is a hook
+of the class below, read through the registry; no shared module names a format.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trajlab.toolcalls.draft import CallDraft, Issue
 from trajlab.toolcalls.ruleset import RuleSet
+
+if TYPE_CHECKING:
+    from trajlab.toolcalls.schema import ToolIndex
+    from trajlab.toolcalls.verl_call import VerlCall
 
 
 class ToolFormat:
@@ -26,13 +31,26 @@ class ToolFormat:
       reference's format table (the model *family* the format belongs to is the one whose ``CALL_FORMATS`` in
       :mod:`trajlab.families` lists it);
     * ``text_input``: a call may give its arguments as plain text (``react``'s ``Action Input``): a draft whose
-      ``json_args`` is a string is read by :meth:`text_arguments`.
+      ``json_args`` is a string is read by :meth:`text_arguments`;
+    * ``tools_source``: the ``tools_source`` label (:func:`trajlab.ingest.tool_schemas.tools_from_prompt`) of the
+      prompt's tool-list rendering that implies this format (``prompt_xml`` for ``qwen3_coder``); detection
+      (:mod:`trajlab.toolcalls.detect`) falls back on it when the prompt has no instruction block;
+    * ``declarations_literal``: a string every prompt that declares its tools the format's own way contains
+      (tested before :meth:`read_declarations`; ``None``: the format has no reader of its own);
+    * ``verl_parser``: the name of verl 0.9.1's parser for the format, whose reading :meth:`verl_read` reproduces;
+    * ``verl_markers``: the family's special-token markers where verl's parser reads markup made of special tokens:
+      a turn that shows none of them was decoded with ``skip_special_tokens=True`` (verl read token ids the text
+      no longer shows), so :func:`trajlab.toolcalls.verl_parser.verl_calls` does not reproduce its reading.
     """
 
     name: str = ""
     json_arguments: bool = False
     models: str = ""
     text_input: bool = False
+    tools_source: str | None = None
+    declarations_literal: str | None = None
+    verl_parser: str | None = None
+    verl_markers: tuple[str, ...] = ()
 
     def find_calls(
         self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]], spans: bool = True,
@@ -70,3 +88,21 @@ class ToolFormat:
         (the intended reading in ``calls.arguments``); where it differs from ``value``, :meth:`check_value`
         reports the divergence. Default: verl's conversion."""
         return value
+
+    def verl_read(self, text: str, index: ToolIndex | None) -> list[VerlCall] | None:
+        """The calls verl's parser :attr:`verl_parser` executes for ``text`` (one generation, special tokens kept),
+        as :class:`~trajlab.toolcalls.verl_call.VerlCall` with offsets into ``text``; ``None``: verl's reading of
+        the format is not reproduced (the default)."""
+        return None
+
+    def read_declarations(self, text: str) -> list[dict[str, Any]] | None:
+        """The tool schemas (``{"name", "description", "parameters"}``) a prompt declares in the format's own
+        rendering (read by :func:`trajlab.ingest.tool_schemas.tools_from_prompt` when the prompt holds
+        :attr:`declarations_literal`; its ``tools_source`` is :attr:`tools_source`); ``None``: none found."""
+        return None
+
+    def render_declarations(self, tools: list[dict[str, Any]]) -> str | None:
+        """The tools as the format's chat template declares them in the system prompt: the ``{tool_declarations}``
+        placeholder of ``ood.tool_blocks.<format>`` in ``rules/hints.yaml`` (``tools`` in the key order templates
+        print: name, description, parameters, rest); ``None``: the format has no rendering of its own."""
+        return None

@@ -69,6 +69,7 @@ class DeepSeekV31Format(ToolFormat):
     """DeepSeek-V3.1 tool-call sections."""
 
     name = "deepseek_v31"
+    tools_source = "prompt_deepseek"
     models = "DeepSeek-V3.1, V3.1-Terminus, V3.2-Exp"
     json_arguments = True
 

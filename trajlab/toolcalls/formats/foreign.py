@@ -1,7 +1,7 @@
 """Calls written in another model family's markup (``foreign_format``) and invented tags (``invented_tag``).
 
-The families and their regexes are data (``rules/formats/foreign.yaml``): ``<function_calls><invoke name=..>``,
-minimax, seed, gemma4, kimi, deepseek, gpt-oss, mistral, llama's python tag. Each match becomes a
+The families and their regexes are data (``rules/formats/foreign.yaml``: one entry per family's markup, from
+``<function_calls><invoke name=..>`` to llama's python tag; no family is named here). Each match becomes a
 ``foreign`` call; when the family's regexes recover the name and parameters, the call can be re-rendered in
 the trajectory's own format as a repair.
 """

@@ -12,7 +12,7 @@ head without ``call:``, a half-written or look-alike marker, a doubled opener.
 
 ``<|tool_call>``, ``<tool_call|>`` and ``<|"|>`` are special tokens of the Gemma 4 tokenizer: a
 ``skip_special_tokens=True`` dump shows ``call:NAME{k:v,n:3}``, strings without their delimiters. That stripped
-form is read too (a turn with no Gemma marker at all: :func:`~trajlab.toolcalls.verl_parser.markers_kept`), with
+form is read too (a turn with no Gemma marker at all: :data:`KEPT_MARKERS`), with
 the string rule relaxed: a bare value is a string
 there, and only its boundaries (a ``,`` or ``}`` inside it) are uncertain.
 """
@@ -26,9 +26,15 @@ from typing import Any
 from trajlab.toolcalls.draft import MISSING, CallDraft, Edit, Issue, ParamDraft, Ranges
 from trajlab.toolcalls.formats.base import ToolFormat
 from trajlab.toolcalls.ruleset import RuleSet
-from trajlab.toolcalls.verl_parser import markers_kept
+from trajlab.toolcalls.schema import ToolIndex
+from trajlab.toolcalls.verl_call import VerlCall, markers_kept, received
 
 OPEN, CLOSE, QUOTE = "<|tool_call>", "<tool_call|>", '<|"|>'
+#: the special-token markers a turn decoded with them kept shows (Gemma generates its `<tool_call|>` stop token
+#: after a call): a turn with none is a ``skip_special_tokens=True`` decode
+KEPT_MARKERS = ("<|tool_call>", "<tool_call|>", '<|"|>', "<|channel>", "<channel|>", "<turn|>", "<|turn>")
+_VERL_CALL = re.compile(r"<\|tool_call>call:(\w+)\{(.*?)\}<tool_call\|>", re.DOTALL)
+_VERL_ARG = re.compile(r'(\w+):(?:<\|"\|>(.*?)<\|"\|>|([^,}]*))')
 #: an opener as written, canonical or half-written / look-alike (`<|tool_call|>`, `<|tool_call`, `<tool_call>`)
 _OPEN_RE = re.compile(r"<\|tool_call\|?>|<\|tool_call(?![>|])|<tool_call>(?=call:)")
 _HEAD_RE = re.compile(r"[ \t]*(call:)?([^\s{}<>:,]{0,128})[ \t]*(?=\{)")
@@ -208,13 +214,17 @@ class Gemma4Format(ToolFormat):
 
     name = "gemma4"
     family = "Gemma 4"
+    tools_source = "prompt_gemma4"
+    declarations_literal = "declaration:"
+    verl_parser = "gemma4"
+    verl_markers = KEPT_MARKERS
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
         if text.find("call:", lo, hi) < 0 and text.find("tool_call", lo, hi) < 0:
             return [], []
         occ = Ranges(excluded) if excluded else None
-        kept = markers_kept(self.name, text) or text.find("<|tool_call", lo, hi) >= 0
+        kept = markers_kept(KEPT_MARKERS, text) or text.find("<|tool_call", lo, hi) >= 0
         calls: list[CallDraft] = []
         issues: list[Issue] = []
         opens = [m for m in _OPEN_RE.finditer(text, lo, hi) if occ is None or occ.covering(m.start()) < 0]
@@ -365,6 +375,57 @@ class Gemma4Format(ToolFormat):
 
     def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
         return self.render(name, dict(params))
+
+    def read_declarations(self, text: str) -> list[dict[str, Any]] | None:
+        """``<|tool>declaration:NAME{description:...,parameters:{...}}<tool|>`` in the template's value syntax
+        (``declaration:NAME{...}`` when the decode dropped the special tokens): :func:`read_declarations`."""
+        return read_declarations(text) or None
+
+    def render_declarations(self, tools: list[dict[str, Any]]) -> str | None:
+        """``<|tool>declaration:NAME{...}<tool|>`` per tool (:func:`render_declaration`)."""
+        return "".join(render_declaration(t) for t in tools)
+
+    def verl_read(self, text: str, index: ToolIndex | None) -> list[VerlCall] | None:
+        """verl's ``Gemma4ToolParser``: nothing unless the text holds ``<|tool_call>``; calls
+        ``<\\|tool_call>call:(\\w+)\\{(.*?)\\}<tool_call\\|>`` (DOTALL); arguments by
+        ``(\\w+):(?:<\\|"\\|>(.*?)<\\|"\\|>|([^,}]*))`` (not DOTALL): a delimited string as it is, a bare value
+        stripped and read as ``true`` / ``false`` / ``null`` (any case), ``int``, ``float``, else the text."""
+        out: list[VerlCall] = []
+        if "<|tool_call>" not in text:
+            return out
+        for m in _VERL_CALL.finditer(text):
+            args: dict[str, Any] = {}
+            for am in _VERL_ARG.finditer(m.group(2)):
+                sv, bv = am.group(2), am.group(3)
+                if sv is not None:
+                    args[am.group(1)] = sv
+                elif bv is not None:
+                    args[am.group(1)] = _verl_bare(bv)
+            try:
+                out.append(VerlCall(m.group(1), received(args), m.start(), m.end()))
+            except (ValueError, RecursionError):  # verl logs "Failed to parse Gemma4 tool call"
+                continue
+        return out
+
+
+def _verl_bare(v: str) -> Any:
+    """verl's reading of a bare argument value: ``true`` / ``false`` / ``null`` (any case), ``int``, ``float``,
+    else the stripped text."""
+    v = v.strip()
+    low = v.lower()
+    if low == "true":
+        return True
+    if low == "false":
+        return False
+    if low == "null":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            return float(v)
+        except ValueError:
+            return v
 
 
 FORMATS_PROVIDED: tuple[ToolFormat, ...] = (Gemma4Format(),)

@@ -57,6 +57,7 @@ class GptOssFormat(ToolFormat):
     """Harmony tool calls (markers kept or stripped)."""
 
     name = "gpt_oss"
+    tools_source = "prompt_typescript"
     models = "gpt-oss-20b, gpt-oss-120b"
     json_arguments = True
 

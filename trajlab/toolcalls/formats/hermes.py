@@ -18,10 +18,14 @@ from trajlab.toolcalls.draft import CallDraft, Edit, Issue, Ranges, snip
 from trajlab.toolcalls.formats.base import ToolFormat
 from trajlab.toolcalls.jsonbody import fill_json_call
 from trajlab.toolcalls.ruleset import RuleSet
+from trajlab.toolcalls.schema import ToolIndex
+from trajlab.toolcalls.verl_call import VerlCall
 
 #: the frame lexer (shared with :mod:`.fastpath`)
 FRAME_RE = re.compile(r"<(/?)([ \t]*)tool_call([^<>\n]{0,64})(>?)")
 _XML_IN = re.compile(r"<(?:function|parameter)=")
+#: verl 0.9.1's block regex (:meth:`HermesFormat.verl_read`)
+_VERL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
 @dataclass(slots=True)
@@ -261,6 +265,7 @@ class HermesFormat(ToolFormat):
 
     name = "hermes"
     models = "Qwen2.5, Qwen3, Qwen3-Next"
+    verl_parser = "hermes"
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
@@ -275,6 +280,27 @@ class HermesFormat(ToolFormat):
 
     def render_raw(self, name: str, params: list[tuple[str, str]]) -> str:
         return self.render(name, dict(params))
+
+    def verl_read(self, text: str, index: ToolIndex | None) -> list[VerlCall] | None:
+        """verl's ``HermesToolParser``: nothing unless the text holds both ``<tool_call>`` and ``</tool_call>``;
+        blocks ``<tool_call>(.*?)</tool_call>``; each is ``json.loads``-ed and must give ``obj["name"]`` and
+        ``obj["arguments"]``; a block that fails is dropped (logged only). Arguments are passed through
+        unconverted."""
+        out: list[VerlCall] = []
+        if "<tool_call>" not in text or "</tool_call>" not in text:
+            return out
+        for bm in _VERL_BLOCK.finditer(text):
+            try:
+                obj = json.loads(bm.group(1))
+                name, args = obj["name"], obj["arguments"]
+                if not isinstance(name, str):  # FunctionCall(name: str) rejects it: the block is dropped
+                    continue
+                # verl re-dumps the arguments; json.loads of that text is what the tool receives
+                args = json.loads(json.dumps(args, ensure_ascii=False))
+            except Exception:  # verl logs "Failed to decode tool call" and drops the block
+                continue
+            out.append(VerlCall(name, args, bm.start(), bm.end()))
+        return out
 
 
 FORMATS_PROVIDED: tuple[ToolFormat, ...] = (HermesFormat(),)

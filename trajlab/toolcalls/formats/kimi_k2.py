@@ -77,6 +77,7 @@ class KimiK2Format(ToolFormat):
     """Kimi-K2 tool-call sections (markers kept or stripped)."""
 
     name = "kimi_k2"
+    tools_source = "prompt_kimi"
     models = "Kimi-K2, Kimi-K2-Thinking"
     json_arguments = True
 

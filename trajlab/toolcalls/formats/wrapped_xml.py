@@ -15,7 +15,7 @@ value is ``json.loads`` of the stripped text, else the stripped text (:func:`con
 
 The wrapper tags are special tokens of both tokenizers (verl-reward.md): a dump decoded with
 ``skip_special_tokens=True`` keeps the invokes but not the wrapper. A turn that shows none of the family's special
-tokens (:func:`~trajlab.toolcalls.verl_parser.markers_kept`: a kept turn ends with the end-of-turn token the model
+tokens (the grammar's ``kept_markers``, :func:`~trajlab.toolcalls.verl_call.markers_kept`: a kept turn ends with the end-of-turn token the model
 generates after its calls) is read as such a stripped decode (its invokes need no wrapper); in a kept turn, an
 invoke outside a wrapper is ``missing_call_open``.
 """
@@ -29,7 +29,7 @@ from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Edit, Issue, ParamDraft, Ranges
 from trajlab.toolcalls.ruleset import RuleSet
-from trajlab.toolcalls.verl_parser import markers_kept
+from trajlab.toolcalls.verl_call import markers_kept
 
 W_OPEN, W_CLOSE, F_OPEN, F_CLOSE, P_OPEN, P_CLOSE = range(6)
 _CLOSE_TAIL = re.compile(r"\d{1,3}|/|_?end|_?close")
@@ -47,6 +47,7 @@ class XmlGrammar:
     param: str  # "parameter"
     by_attr: bool  # True: `<invoke name="N">`; False: `<function=N>`
     one_call_per_wrapper: bool
+    kept_markers: tuple[str, ...] = ()  # the family's special-token markers (a kept decode shows one)
 
     def open_tag(self, kind: int, name: str = "") -> str:
         if kind == W_OPEN:
@@ -416,7 +417,7 @@ def scan(g: XmlGrammar, text: str, lo: int, hi: int, rs: RuleSet,
     toks = lex(g, text, lo, hi, excluded)
     if not toks:
         return [], []
-    return _Walk(g, text, lo, hi, toks, stripped=not markers_kept(g.fmt, text)).run()
+    return _Walk(g, text, lo, hi, toks, stripped=not markers_kept(g.kept_markers, text)).run()
 
 
 def render(g: XmlGrammar, calls: list[tuple[str, list[tuple[str, str]]]]) -> str:

