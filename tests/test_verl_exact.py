@@ -159,7 +159,7 @@ def test_record_log_one_file_per_process_appended_and_read_back(tmp_path: Path) 
                                    "control_logprob_min": -0.3, "control_low_prob_share": 0.0,
                                    "fabricated_turns": 0.0}, step=1, uid="u2", stripped_text="b")]) == 2
     RecordLog(d).append([record_row(res, step=3)])  # a second log in the same process: the same file, appended
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context("fork")
     p = ctx.Process(target=_child, args=(str(d),))
     p.start()
     p.join(60)

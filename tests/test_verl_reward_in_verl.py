@@ -61,7 +61,7 @@ def verl_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (d / "tools.json").write_text(json.dumps(tools))
     gpt_oss = [r for s in (29, 30) for r in kept_records(s)]
     assert [strip_specials(r["output"]) for r in gpt_oss] == [r["output"] for r in _records("gpt_oss_run", (29, 30))]
-    spec = {"qwen3": [r for s in (60, 120, 140) for r in _records("qwen35_xml_run", (s,))[:4]],  # (valid and broken) "kimi": _records("kimi_k2_run", (28, 30)),
+    spec = {"qwen3": [r for s in (60, 120, 140) for r in _records("qwen35_xml_run", (s,))[:4]], "kimi": _records("kimi_k2_run", (28, 30)),
             "gpt_oss": gpt_oss, "special_families": {"kimi": KIMI_SPECIALS, "gpt_oss": HARMONY_SPECIALS},
             "task_file": str(d / "task.py"), "tools_file": str(d / "tools.json"),
             "tokenizer_dir": str(qwen3_tokenizer_dir())}

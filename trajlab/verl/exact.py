@@ -23,7 +23,7 @@ Nothing here imports verl, torch or polars.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,11 +134,12 @@ class ExactTurns:
     fabricated: list[tuple[int, str, int]]
 
 
-def exact_turns(ids: Sequence[int], mask: Sequence[int], env_ids: frozenset[int], decode: Any) -> ExactTurns:
+def exact_turns(ids: Sequence[int], mask: Sequence[int], env_ids: frozenset[int],
+                decode_many: Callable[[list[list[int]]], list[str]]) -> ExactTurns:
     """Turns of one response from its mask: each run of generated tokens is an ``assistant`` turn, each run of
     environment tokens a ``tool`` turn; a generated environment token cuts its run, and the rest of that run is a
-    ``tool`` turn the model wrote (listed in :attr:`ExactTurns.fabricated`). ``decode``: ids -> text (special
-    tokens kept)."""
+    ``tool`` turn the model wrote (listed in :attr:`ExactTurns.fabricated`). ``decode_many``: lists of ids -> their
+    texts, special tokens kept (one call: a tokenizer's ``batch_decode``)."""
     pieces: list[tuple[str, int, int, int | None]] = []  # (role, start, end, env token position)
     n = len(ids)
     i = 0
@@ -148,7 +149,9 @@ def exact_turns(ids: Sequence[int], mask: Sequence[int], env_ids: frozenset[int]
         while j < n and bool(mask[j]) == gen:
             j += 1
         if gen:
-            cut = next((k for k in range(i, j) if int(ids[k]) in env_ids), None)
+            run = ids[i:j]
+            cut = (next(k for k in range(i, j) if ids[k] in env_ids)
+                   if not env_ids.isdisjoint(run) else None)
             if cut is None:
                 pieces.append(("assistant", i, j, None))
             else:
@@ -157,19 +160,19 @@ def exact_turns(ids: Sequence[int], mask: Sequence[int], env_ids: frozenset[int]
         else:
             pieces.append(("tool", i, j, None))
         i = j
+    env_at = [e for *_, e in pieces if e is not None]
+    texts = decode_many([list(ids[a:b]) for _, a, b, _ in pieces] + [[int(ids[e])] for e in env_at]) if pieces else []
+    markers = iter(texts[len(pieces):])
     turns: list[Turn] = []
     fabricated: list[tuple[int, str, int]] = []
-    parts: list[str] = []
     pos = 0
-    for role, a, b, env_at in pieces:
-        text = decode(list(ids[a:b])) if b > a else ""
+    for (role, _a, _b, env), text in zip(pieces, texts, strict=False):
         t = Turn(len(turns), role, text, pos, pos + len(text))  # type: ignore[arg-type]
-        if env_at is not None:
-            fabricated.append((t.index, decode([int(ids[env_at])]), env_at))
+        if env is not None:
+            fabricated.append((t.index, next(markers), env))
         turns.append(t)
-        parts.append(text)
         pos += len(text)
-    return ExactTurns("".join(parts), turns, fabricated)
+    return ExactTurns("".join(t.text for t in turns), turns, fabricated)
 
 
 def _stats(values: list[float], low: float) -> tuple[float, float, float, float]:
@@ -261,10 +264,15 @@ def exact_sample(ids: Sequence[int], payload: Payload, tokenizer: Any, *, rules_
     marks = tokenizer_marks(tokenizer, rules_dirs)
     ids = [int(i) for i in ids]
 
-    def decode(x: list[int]) -> str:
-        return str(tokenizer.decode(x, skip_special_tokens=False))
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and not getattr(tokenizer, "clean_up_tokenization_spaces", False):
+        def decode_many(x: list[list[int]]) -> list[str]:  # the Rust tokenizer itself: what decode() ends in
+            return [str(t) for t in backend.decode_batch(x, skip_special_tokens=False)]
+    else:
+        def decode_many(x: list[list[int]]) -> list[str]:
+            return [str(t) for t in tokenizer.batch_decode(x, skip_special_tokens=False)]
 
-    turns = exact_turns(ids, payload.mask, marks.env_ids, decode)
+    turns = exact_turns(ids, payload.mask, marks.env_ids, decode_many)
     return ExactSample(turns, ids, list(payload.mask), payload.logprobs, marks, control_prob, payload.step)
 
 
