@@ -61,6 +61,8 @@ def test_shipped_yaml_registers_the_loops_with_verl(verl_exact: dict) -> None:
     assert verl_exact["registered"] == {"trajlab_tool_agent": "TrajlabToolAgentLoop",
                                         "trajlab_single_turn_agent": "TrajlabSingleTurnAgentLoop"}
     assert verl_exact["subclasses"] == [True, True]
+    assert verl_exact["as_verl_names"] == {"tool_agent": "TrajlabToolAgentLoop",
+                                           "single_turn_agent": "TrajlabSingleTurnAgentLoop"}
 
 
 @pytest.mark.slow

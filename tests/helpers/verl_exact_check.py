@@ -57,7 +57,7 @@ def main(spec_path, out_path):
     from verl.utils.dataset.rl_dataset import RLHFDataset
     from verl.utils.import_utils import resolve_config_path
 
-    from trajlab.verl.exact import AGENT_LOOPS_YAML
+    from trajlab.verl.exact import AGENT_LOOPS_AS_VERL_NAMES_YAML, AGENT_LOOPS_YAML
 
     spec = json.load(open(spec_path))
     tok = AutoTokenizer.from_pretrained(spec["tokenizer_dir"])
@@ -67,6 +67,12 @@ def main(spec_path, out_path):
         _agent_loop_registry[c.name] = c
     res["registered"] = {n: hydra.utils.get_class(_agent_loop_registry[n]["_target_"]).__name__
                          for n in ("trajlab_tool_agent", "trajlab_single_turn_agent")}
+    # the file that takes verl's own names, read the same way into a copy of the registry
+    names = dict(_agent_loop_registry)
+    for c in OmegaConf.load(resolve_config_path(AGENT_LOOPS_AS_VERL_NAMES_YAML)):
+        names[c.name] = c
+    res["as_verl_names"] = {n: hydra.utils.get_class(names[n]["_target_"]).__name__
+                            for n in ("tool_agent", "single_turn_agent")}
     res["subclasses"] = [issubclass(hydra.utils.get_class(_agent_loop_registry["trajlab_tool_agent"]["_target_"]),
                                     ToolAgentLoop),
                          issubclass(hydra.utils.get_class(

@@ -34,6 +34,8 @@ from trajlab.verl.options import CONTROL_PROB
 
 #: the agent-loop registry file this package ships (``actor_rollout_ref.rollout.agent.agent_loop_config_path``)
 AGENT_LOOPS_YAML = str(Path(__file__).with_name("agent_loops.yaml"))
+#: the same loops registered under verl's own names (``tool_agent``, ``single_turn_agent``): no dataset change
+AGENT_LOOPS_AS_VERL_NAMES_YAML = str(Path(__file__).with_name("agent_loops_as_verl_names.yaml"))
 #: the key of ``AgentLoopOutput.extra_fields`` (and so of ``tool_extra_fields``) that holds the payload
 PAYLOAD_KEY = "trajlab_exact"
 #: payload layout version
