@@ -182,3 +182,17 @@ def test_record_log_one_file_per_process_appended_and_read_back(tmp_path: Path) 
     assert figs[2]["exact_samples"] == 0 and figs[2]["control_logprob_mean"] is None
     with pytest.raises(TrajlabError, match="no such directory"):
         read_records(tmp_path / "missing")
+
+
+def test_scan_never_reads_record_files_as_dumps(tmp_path: Path) -> None:
+    from trajlab.ingest.discover import find_inputs
+
+    run = tmp_path / "run"
+    (run / "rollout").mkdir(parents=True)
+    (run / "rollout" / "1.jsonl").write_text(json.dumps({"input": "q", "output": "a", "gts": "a", "score": 1.0,
+                                                         "step": 1}) + "\n")
+    RecordLog(run / "trajlab_records").append([record_row({"score": 1.0}, step=1)])
+    (run / "trajlab_records" / "trajlab-records-other-1.jsonl").write_text("")  # a worker that wrote nothing yet
+    files, errors, skipped = find_inputs([run])
+    assert [f.rel for f in files] == ["rollout/1.jsonl"] and not errors
+    assert any("2 trajlab reward record files" in s for s in skipped), skipped

@@ -141,6 +141,27 @@ def record_row(result: Mapping[str, float], *, step: Any = None, uid: Any = None
     return row
 
 
+def is_record_file(path: str | Path) -> bool:
+    """Whether ``path`` is one of these record files: its name (``trajlab-records-*.jsonl``) and a first line that
+    is a record (``"v"`` and ``"output_sha1"``), or an empty file (a worker that has written nothing yet).
+    ``scan`` never reads such a file as a dump."""
+    p = Path(path)
+    if not (p.name.startswith(RECORD_PREFIX) and p.name.endswith(RECORD_SUFFIX)):
+        return False
+    try:
+        with p.open("rb") as fh:
+            line = fh.readline(1 << 20)
+    except OSError:
+        return False
+    if not line.strip():
+        return True
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(row, dict) and "v" in row and "output_sha1" in row
+
+
 def record_files(directory: str | Path) -> list[Path]:
     """The record files of ``directory``, sorted by name."""
     d = Path(directory)
