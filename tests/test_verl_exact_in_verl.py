@@ -102,15 +102,27 @@ def test_a_generated_tool_turn_is_flagged_from_the_mask_and_a_clean_one_is_not(v
 
 @pytest.mark.slow
 @pytest.mark.verl
+def test_the_batch_path_reads_the_payload_from_its_own_column(verl_exact: dict) -> None:
+    """With a colocated reward model verl computes the reward on the padded batch: the payload is then a column of
+    its own (every extra_fields key is), and the manager judges the same as on the streaming path."""
+    for name in ("clean/trajlab_tool_agent", "fabricated/trajlab_tool_agent", "single/trajlab_single_turn_agent",
+                 "clean/tool_agent"):
+        b, s = verl_exact[f"{name}/batch"], verl_exact[name]
+        assert ("trajlab_exact" in b["columns"]) == ("trajlab" in name)
+        assert b["reward_extra_info"] == pytest.approx(s["reward_extra_info"]), name
+
+
+@pytest.mark.slow
+@pytest.mark.verl
 def test_the_record_file_has_one_row_per_sample(verl_exact: dict) -> None:
     files = record_files(verl_exact["_record_dir"])
     assert len(files) == 1 and files[0].name.startswith("trajlab-records-")
     rows = read_records(verl_exact["_record_dir"])
-    runs = [k for k in verl_exact if "/" in k]
-    assert len(rows) == len(runs) == 6
+    runs = [k for k in verl_exact if k.count("/") == 1]
+    assert len(rows) == 2 * len(runs) == 12  # (each sample also went through the batch path)
     assert {r["uid"] for r in rows} == {"uid-clean", "uid-fabricated", "uid-single"}
     assert {r["step"] for r in rows} == {5}  # the rollout server's weight version (no global_steps in kwargs)
     figs = step_figures(rows)
-    assert [f["step"] for f in figs] == [5] and figs[0]["samples"] == 6 and figs[0]["exact_samples"] == 3
-    assert figs[0]["samples_with_fabricated"] == 1
+    assert [f["step"] for f in figs] == [5] and figs[0]["samples"] == 12 and figs[0]["exact_samples"] == 6
+    assert figs[0]["samples_with_fabricated"] == 2
     assert figs[0]["control_logprob_min"] == pytest.approx(-0.32)

@@ -96,6 +96,11 @@ def main(spec_path, out_path):
     aworker = AgentLoopWorker.__new__(AgentLoopWorker)  # (its __init__ needs a rollout server)
     aworker.reward_loop_worker_handles = [Handle(rworker)]
     aworker.processor, aworker.mm_processor_kwargs = None, {}
+    # the batch path (a colocated reward model): no streaming reward; verl pads the outputs and makes every
+    # extra_fields key a non-tensor column of the batch, which the reward manager gets sliced per sample
+    bworker = AgentLoopWorker.__new__(AgentLoopWorker)
+    bworker.reward_loop_worker_handles, bworker.processor, bworker.mm_processor_kwargs = None, None, {}
+    bworker.tokenizer, bworker.rollout_config, bworker.distillation_enabled = tok, cfg.actor_rollout_ref.rollout, False
     loop = asyncio.get_event_loop()
     for name, sample in spec["samples"].items():
         for agent in (sample.get("agents") or ["trajlab_tool_agent", "tool_agent"]):
@@ -107,7 +112,19 @@ def main(spec_path, out_path):
                       "reward_model": {"ground_truth": "ok", "style": "rule"},
                       "extra_info": {"index": len(res), "split": "train"}, "uid": f"uid-{name}"}
             out = loop.run_until_complete(al.run({"temperature": 1.0}, **kwargs))
+            import copy
+
+            import numpy as np
+
+            plain = copy.deepcopy(out)
             loop.run_until_complete(AgentLoopWorker._compute_score(aworker, [out], kwargs=kwargs))
+            internal = loop.run_until_complete(AgentLoopWorker._agent_loop_postprocess(bworker, plain, False, **kwargs))
+            nt = {k: np.array([v], dtype=object) for k, v in kwargs.items() if k != "raw_prompt"}
+            batch = AgentLoopWorker._postprocess(bworker, [internal], input_non_tensor_batch=nt)
+            res[f"{name}/{agent}/batch"] = {
+                "columns": sorted(batch.non_tensor_batch),
+                "reward_extra_info": {k: float(v) for k, v in loop.run_until_complete(
+                    manager.run_single(batch[0:1]))["reward_extra_info"].items()}}
             res[f"{name}/{agent}"] = {
                 "response_text": tok.decode(out.response_ids, skip_special_tokens=False),
                 "stripped": tok.decode(out.response_ids, skip_special_tokens=True),

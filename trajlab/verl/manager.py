@@ -99,6 +99,9 @@ class TrajlabRewardManager(RewardManagerBase):  # type: ignore[misc]
         extra_info = dict(nt.get("extra_info") or {})
         tool_extra = nt.get("tool_extra_fields")
         tool_extra = dict(tool_extra) if hasattr(tool_extra, "keys") else {}
+        if PAYLOAD_KEY not in tool_extra and nt.get(PAYLOAD_KEY) is not None:
+            # the batch path (a colocated reward model): verl made every extra_fields key a column of its own
+            tool_extra[PAYLOAD_KEY] = nt.get(PAYLOAD_KEY)
         payload = read_payload(tool_extra, n_resp)
         if PAYLOAD_KEY in tool_extra and payload is None:
             log_once("payload", f"tool_extra_fields[{PAYLOAD_KEY!r}] does not match the response (judged from text)")
