@@ -196,3 +196,44 @@ def test_scan_never_reads_record_files_as_dumps(tmp_path: Path) -> None:
     files, errors, skipped = find_inputs([run])
     assert [f.rel for f in files] == ["rollout/1.jsonl"] and not errors
     assert any("2 trajlab reward record files" in s for s in skipped), skipped
+
+
+def test_scan_fills_the_exact_token_step_columns_from_the_records(tmp_path: Path) -> None:
+    """A verl run directory with the reward's records beside its dumps: scan fills the ``steps`` exact-token
+    columns of its train steps from them (weighted by tokens), and a later scan sees records added since."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    import trajlab
+    from trajlab.scan.options import ScanOptions
+    from trajlab.tables import table_path
+
+    src = Path(__file__).resolve().parents[1] / "sample_data" / "qwen35_xml_run" / "rollout"
+    run = tmp_path / "run"
+    (run / "rollout").mkdir(parents=True)
+    for s in (60, 120):
+        shutil.copy(src / f"{s}.jsonl", run / "rollout" / f"{s}.jsonl")
+    log = RecordLog(run / "records")
+
+    def rec(step: int, n: float, mean: float, low: float, split: str | None = "train") -> dict:
+        return record_row({"score": 0.0, "exact_tokens": 1.0, "generated_tokens": 100.0, "control_tokens": n,
+                           "control_logprob_mean": mean, "control_logprob_min": mean - 1,
+                           "control_low_prob_share": low}, step=step, split=split)
+
+    log.append([rec(60, 10, -0.1, 0.0), rec(60, 30, -0.5, 0.5), rec(60, 50, -9.0, 1.0, split="test")])
+    out = tmp_path / "out"
+    trajlab.scan([run], out, ScanOptions(jobs=1))
+
+    def steps() -> dict[int, dict]:
+        return {r["step"]: r for r in pq.ParquetFile(table_path(out, "steps")).read().to_pylist()
+                if r["split"] == "train"}
+
+    got = steps()
+    assert got[60]["generated_tokens"] == 200  # the validation sample (split test) is not a training step's
+    assert got[60]["control_logprob_mean"] == pytest.approx((10 * -0.1 + 30 * -0.5) / 40)
+    assert got[60]["control_low_prob_share"] == pytest.approx(30 * 0.5 / 40)
+    assert got[120]["control_logprob_mean"] is None  # no records for that step
+    log.append([rec(120, 4, -2.0, 1.0)])
+    trajlab.scan([run], out, ScanOptions(jobs=1))
+    assert steps()[120]["control_logprob_mean"] == pytest.approx(-2.0)

@@ -233,3 +233,42 @@ def step_figures(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 fig[f"{name}_logprob_mean"] = fig[f"{name}_low_prob_share"] = fig[f"{name}_logprob_min"] = None
         out.append(fig)
     return out
+
+
+def find_record_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The record files under ``paths`` (files named directly, or directories walked; hidden entries skipped),
+    sorted."""
+    found: set[Path] = set()
+    for raw in paths:
+        p = Path(raw)
+        if p.is_file():
+            if is_record_file(p):
+                found.add(p)
+            continue
+        if not p.is_dir():
+            continue
+        for d, dirs, files in os.walk(p, followlinks=False):
+            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+            for f in files:
+                if f.startswith(RECORD_PREFIX) and f.endswith(RECORD_SUFFIX) and is_record_file(Path(d) / f):
+                    found.add(Path(d) / f)
+    return sorted(found)
+
+
+def records_fingerprint(files: Sequence[Path]) -> str:
+    """A digest of the record files' names, sizes and modification times (what a cached scan compares)."""
+    h = hashlib.sha1()
+    for p in files:
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def is_training_record(row: Mapping[str, Any]) -> bool:
+    """Whether a record is a training sample (the dataset's ``extra_info.split`` is unset or ``train``; a
+    validation sample's reward is recorded too, with its dataset's split)."""
+    split = row.get("split")
+    return split is None or str(split).lower() == "train"
