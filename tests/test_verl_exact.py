@@ -237,3 +237,16 @@ def test_scan_fills_the_exact_token_step_columns_from_the_records(tmp_path: Path
     log.append([rec(120, 4, -2.0, 1.0)])
     trajlab.scan([run], out, ScanOptions(jobs=1))
     assert steps()[120]["control_logprob_mean"] == pytest.approx(-2.0)
+
+
+def test_tensorboard_scalars_carry_the_record_figures(tmp_path: Path) -> None:
+    from trajlab.metrics.tensorboard_out import scalar_rows
+
+    steps = [{"run": "r", "split": "train", "step": 1, "calls": 2, "malformed_calls": 0, "category_counts": [],
+              "control_logprob_mean": -0.25, "control_low_prob_share": 0.125, "logprob_mismatch": None,
+              "control_logprob_mismatch": float("nan")},
+             {"run": "r", "split": "train", "step": 2, "calls": 2, "malformed_calls": 1, "category_counts": []}]
+    tags = {(s, t): v for s, t, v in scalar_rows(steps, None)}
+    assert tags[(1, "trajlab/control/logprob_mean")] == -0.25
+    assert tags[(1, "trajlab/control/low_prob_share")] == 0.125
+    assert not any(t.endswith("mismatch") for _, t in tags) and (2, "trajlab/control/logprob_mean") not in tags
