@@ -35,6 +35,8 @@ def test_wheel_ships_rules(tmp_path):
     rule_files = {f"trajlab/rules/{p.relative_to(ROOT / 'rules').as_posix()}" for p in (ROOT / "rules").rglob("*.yaml")}
     assert rule_files and rule_files <= names, sorted(rule_files - names)
     assert "trajlab/cli.py" in names and "trajlab/py.typed" in names  # PEP 561: user code sees trajlab's types
+    # verl's agent-loop registry files (actor_rollout_ref.rollout.agent.agent_loop_config_path)
+    assert {"trajlab/verl/agent_loops.yaml", "trajlab/verl/agent_loops_as_verl_names.yaml"} <= names
     guide = (ROOT / "docs" / "guides" / "reward-plugin.md").read_text(encoding="utf-8")
     assert f"pip install dist/{whl.name}" in guide  # the install line the reward-plugin guide gives
 

@@ -242,13 +242,15 @@ def test_classifier_imports(tmp_path: Path) -> None:
 
 def test_reward_plugin_imports(tmp_path: Path) -> None:
     """Every module of ``trajlab.verl`` (the verl reward plugin: it runs inside verl's reward workers) loads the
-    classifier and nothing heavier. ``trajlab.verl.manager`` subclasses verl's ``RewardManagerBase``: it is only
-    ever loaded by verl itself, with verl (and torch) already imported, so it is left out."""
+    classifier and nothing heavier. ``trajlab.verl.manager`` subclasses verl's ``RewardManagerBase`` and
+    ``trajlab.verl.agent_loop`` verl's agent loops: they are only ever loaded by verl itself, with verl (and torch,
+    numpy) already imported, so they are left out, with ``trajlab.verl.exact``, which only they load (it resolves
+    control tokens through :mod:`trajlab.rescore.control_tokens`)."""
     pkg = ROOT / "trajlab" / "verl"
     if not pkg.is_dir():
         pytest.skip("no trajlab/verl package in this tree")
     mods = [".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for p in sorted(pkg.rglob("*.py"))]
-    mods = [m for m in mods if m != "trajlab.verl.manager"]
+    mods = [m for m in mods if m not in ("trajlab.verl.manager", "trajlab.verl.agent_loop", "trajlab.verl.exact")]
     assert "trajlab.verl.reward" in mods
     got = run_steps(tmp_path, [{"label": f"import {m}", "code": f"import {m}"} for m in mods], watch=CLASSIFIER_DENY)
     assert_loads_nothing_denied(got)

@@ -22,6 +22,7 @@ from helpers.verl_venv import SKIP, TASK, verl_python
 
 from trajlab.ingest.verl_jsonl import to_trajectory
 from trajlab.trajectory import analyze_trajectory
+from trajlab.verl.exact import EXACT_KEYS
 from trajlab.verl.reward import compute_score, reward_keys
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +103,8 @@ def test_verl_managers_score_real_qwen3_token_ids(verl_results: dict) -> None:
     assert r["gdpo"]["finite"] and r["gdpo"]["shape"][0] == len(recs) and r["gdpo"]["rows_with_advantage"] > 0
     # trajlab's manager also reads the prompt (tool schemas, the "NO suffix" rule): it judges as scan does
     for i, (g, rec) in enumerate(zip(r["trajlab_manager_qwen3"], recs, strict=True)):
-        assert set(g) == keys
+        assert set(g) == keys | set(EXACT_KEYS)  # (no trajlab agent loop here: judged from text)
+        assert g["exact_tokens"] == 0.0
         assert (g["tool_calls"], g["malformed_calls"]) == _scan_verdict(rec, i + 1)
         assert g["task_score"] == expected[i]["task_score"]
 

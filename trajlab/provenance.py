@@ -45,6 +45,8 @@ class ModelTurn:
     turn_index: int
     variant: str
     reason: str
+    marker: str = "user"  # what gave it away (exact tokens: the generated environment token)
+    position: int | None = None  # exact tokens: the token's position in the response
 
 
 def env_turns_from_num_turns(num_turns: object) -> int | None:
@@ -126,8 +128,16 @@ def mark_model_turns(analysed: Sequence[tuple[Turn, TurnAnalysis | None]], fmt: 
     turns = [t for t, _ in analysed]
     executed = {t.index: executed_calls(ta) for t, ta in analysed if ta is not None}
     found = model_written_turns(turns, executed, prompt=prompt, env_turns=env_turns)
+    report_model_turns(analysed, found, fmt, rules_dirs=rules_dirs)
+    return found
+
+
+def report_model_turns(analysed: Sequence[tuple[Turn, TurnAnalysis | None]], found: Sequence[ModelTurn], fmt: str, *,
+                       rules_dirs: tuple[str, ...] = ()) -> None:
+    """Report each model-written tool turn of ``found`` as ``fabricated_tool_response`` on the assistant turn
+    before it (see :func:`mark_model_turns`; exact tokens give ``found`` directly: :mod:`trajlab.verl.exact`)."""
     if not found:
-        return found
+        return
     from trajlab.toolcalls.draft import degenerate_loop, snip
     from trajlab.toolcalls.findings import worse_status
     from trajlab.toolcalls.ruleset import get_ruleset
@@ -141,7 +151,7 @@ def mark_model_turns(analysed: Sequence[tuple[Turn, TurnAnalysis | None]], fmt: 
             continue
         last = ta.calls[-1] if ta.calls else None
         cat = "fabricated_tool_response"
-        params = {"marker": "user", "text": snip(tool.text.strip(), 50),
+        params = {"marker": m.marker, "text": snip(tool.text.strip(), 50), "position": m.position,
                   "reason": m.reason + degenerate_loop(tool.text + (by_index[m.turn_index + 1][0].text
                                                                    if m.turn_index + 1 in by_index else ""))}
         sev = rs.severity(cat, m.variant, fmt)
@@ -153,4 +163,3 @@ def mark_model_turns(analysed: Sequence[tuple[Turn, TurnAnalysis | None]], fmt: 
             last.status = worse_status(last.status, sev)
             if cat not in last.categories:
                 last.categories = sorted([*last.categories, cat])
-    return found

@@ -193,11 +193,14 @@ STEPS = TableSpec(
         C("mean_score", F64, ""),
         C("final_answer_rate", F64, "share of trajectories with a final answer (trajectories.has_final_answer)", False),
         C("category_counts", pa.map_(STR, I64), "malformed calls (status malformed) per category (a call counts once per category; warning-only calls are in warning_calls)", False),
-        # from rollout_tokens: null for trajectories without exact tokens (verl's text dumps)
-        C("generated_tokens", I64, "tokens the policy generated (the loss mask's sum; null: no exact tokens)"),
-        C("control_logprob_mean", F64, "mean inference log-prob of the sampled control tokens (rollout_tokens.control)"),
+        # from rollout_tokens: null for trajectories without exact tokens (verl's text dumps), unless the verl
+        # reward's record files (trajlab.verl.records) lie under the scanned paths: then from them (train steps)
+        C("generated_tokens", I64, "tokens the policy generated (the loss mask's sum; null: no exact tokens; verl "
+          "runs: from the reward's record files when present)"),
+        C("control_logprob_mean", F64, "mean inference log-prob of the sampled control tokens (rollout_tokens.control; "
+          "verl runs: the records' control_logprob_mean, weighted by control tokens)"),
         C("control_low_prob_share", F64, "share of sampled control tokens whose inference probability is below "
-          "the scan's --control-prob threshold (default 0.5)"),
+          "the scan's --control-prob threshold (default 0.5; verl records: the reward's control_prob)"),
         C("logprob_mismatch", F64, "mean |inference - training| log-prob over generated tokens (train-inference "
           "mismatch; null when either is not logged)"),
         C("control_logprob_mismatch", F64, "the same mean at generated control tokens only"),

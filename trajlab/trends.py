@@ -29,16 +29,25 @@ from trajlab.tables import STEPS, table_path, to_table
 EW_DEFAULTS: dict[str, Any] = {"window": 3, "alpha": 1e-3, "ratio": 2.0, "min_baseline_steps": 5, "min_window_malformed": 3}
 
 
-def steps_table(out: Path | str, *, control_prob: float = 0.5) -> pa.Table:
+def steps_table(out: Path | str, *, control_prob: float = 0.5,
+                record_columns: dict[tuple[str, int], dict[str, Any]] | None = None) -> pa.Table:
     """Aggregate ``trajectories``, ``calls`` and ``rollout_tokens`` of a scan directory per (run, split, step)
-    (``control_prob``: the probability below which a sampled control token counts as low)."""
+    (``control_prob``: the probability below which a sampled control token counts as low). ``record_columns``:
+    per (run, step), exact-token columns from the verl reward's record files
+    (:func:`trajlab.verl.readback.record_step_columns`), filled into ``train`` rows that have no exact tokens of
+    their own."""
     import polars as pl
 
     tok_path = table_path(out, "rollout_tokens")
-    return to_table(STEPS, aggregate_steps(pl.scan_parquet(table_path(out, "trajectories")),
-                                           pl.scan_parquet(table_path(out, "calls")),
-                                           pl.scan_parquet(tok_path) if tok_path.is_file() else None,
-                                           control_prob=control_prob))
+    rows = aggregate_steps(pl.scan_parquet(table_path(out, "trajectories")),
+                           pl.scan_parquet(table_path(out, "calls")),
+                           pl.scan_parquet(tok_path) if tok_path.is_file() else None,
+                           control_prob=control_prob)
+    for r in rows if record_columns else ():
+        got = record_columns.get((r["run"], r["step"])) if r["split"] == "train" else None  # type: ignore[union-attr]
+        if got is not None and r.get("generated_tokens") is None:
+            r.update(got)
+    return to_table(STEPS, rows)
 
 
 def token_aggregates(traj_lf: Any, tokens_lf: Any, control_prob: float = 0.5) -> dict[tuple[Any, ...], dict[str, Any]]:

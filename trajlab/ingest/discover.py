@@ -21,6 +21,7 @@ from trajlab.metrics.filelog import is_metrics_log
 from trajlab.model import IngestError
 from trajlab.outpaths import output_kind
 from trajlab.ownfiles import SIDECAR_SUFFIX, own_output
+from trajlab.verl.records import is_record_file
 
 DATA_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet")
 
@@ -67,7 +68,8 @@ def find_inputs(
     directories (their full shape: ``config.json`` naming a model plus weight files, or verl FSDP rank shards:
     there only dump-named files are read) and model/tokenizer side files (``config.json``,
     ``tokenizer_config.json``, ...) and verl's training-metrics logs (:func:`trajlab.metrics.filelog.is_metrics_log`;
-    the scan reads them into its ``metrics`` table) are counted in ``skipped``. A model file beside dump files never hides them.
+    the scan reads them into its ``metrics`` table) and the verl reward's record files
+    (:func:`trajlab.verl.records.is_record_file`) are counted in ``skipped``. A model file beside dump files never hides them.
 
     ``runs`` (``--run NAME=PATH``) name the run of every file under PATH; a PATH not under one of ``paths`` is
     scanned as a root of its own. With several roots each relative name starts with its root's label
@@ -85,6 +87,7 @@ def find_inputs(
     side: list[str] = []
     owned: list[tuple[str, str]] = []  # (relative name, what trajlab output it is)
     metrics_logs: list[str] = []
+    reward_records: list[str] = []
     wandb_dirs: list[str] = []
     hidden = 0
     roots: list[Path] = []
@@ -133,6 +136,8 @@ def find_inputs(
                 owned.append((display_name(str(root)), kind))
             elif is_metrics_log(root):
                 metrics_logs.append(root.name)
+            elif is_record_file(root):
+                reward_records.append(root.name)
             else:
                 add(root, root.name, label)
             continue
@@ -203,6 +208,9 @@ def find_inputs(
                 if is_metrics_log(fp):
                     metrics_logs.append(rel)  # verl's file logger: read into the metrics table, not a dump
                     continue
+                if is_record_file(fp):
+                    reward_records.append(rel)  # the verl reward's own per-sample records (trajlab.verl.records)
+                    continue
                 add(fp, fp.relative_to(root).as_posix(), label)
             stack.extend(reversed(subdirs))
     if ckpt_dirs:
@@ -224,6 +232,10 @@ def find_inputs(
     if metrics_logs:
         skipped.append(f"{len(metrics_logs)} training-metrics log{'s' if len(metrics_logs) != 1 else ''} (verl's file "
                        f"logger; read into the metrics table, not as dumps), e.g. {', '.join(metrics_logs[:3])}")
+    if reward_records:
+        skipped.append(f"{len(reward_records)} trajlab reward record file{'s' if len(reward_records) != 1 else ''} "
+                       f"(trajlab.verl.records: per-sample figures, not dumps; read them with "
+                       f"trajlab.verl.records.read_records), e.g. {', '.join(reward_records[:3])}")
     if metrics_files:
         skipped.append(f"{len(metrics_files)} SkyRL aggregated eval metrics file{'s' if len(metrics_files) != 1 else ''} "
                        f"(metrics, not samples), e.g. {', '.join(metrics_files[:3])}")

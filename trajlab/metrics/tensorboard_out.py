@@ -7,7 +7,10 @@
   else the split with most steps);
 * ``trajlab/category/<category>``: the share of the step's calls flagged with the category;
 * ``trajlab/early_warning``: 0 before the run's early-warning step, 1 from it on;
-* ``trajlab/<split>/malformed_rate`` for each other split (e.g. ``val``).
+* ``trajlab/<split>/malformed_rate`` for each other split (e.g. ``val``);
+* for steps with exact-token figures (:data:`CONTROL_KEYS`: dumps with exact tokens, or a verl run's reward record
+  files), ``trajlab/control/logprob_mean``, ``trajlab/control/low_prob_share``,
+  ``trajlab/control/logprob_mismatch`` and ``trajlab/logprob_mismatch``.
 
 Point DIR at verl's ``tensorboard_log/<project>`` and a run named like its experiment lands at
 ``<project>/<experiment>/trajlab``, a TensorBoard run next to the trainer's own. (Not *in* the trainer's
@@ -30,6 +33,13 @@ from trajlab.errors import InputError, param
 
 FILE_NAME = "events.out.tfevents.trajlab"
 SUBDIR = "trajlab"
+#: ``steps`` columns logged as control-token figures, and their tags (null columns are not logged)
+CONTROL_KEYS = {
+    "control_logprob_mean": "trajlab/control/logprob_mean",
+    "control_low_prob_share": "trajlab/control/low_prob_share",
+    "control_logprob_mismatch": "trajlab/control/logprob_mismatch",
+    "logprob_mismatch": "trajlab/logprob_mismatch",
+}
 
 
 def _safe(run: str) -> Path:
@@ -67,6 +77,10 @@ def scalar_rows(steps: Sequence[dict[str, Any]], warning: dict[str, Any] | None)
             for cat, n in sorted(cc.items() if isinstance(cc, dict) else cc):
                 out.append((step, f"trajlab/category/{cat}", n / calls))
         out.append((step, "trajlab/early_warning", 1.0 if warn_step is not None and step >= warn_step else 0.0))
+        for col, tag in CONTROL_KEYS.items():
+            v = r.get(col)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:  # (NaN is not logged)
+                out.append((step, tag, float(v)))
     return out
 
 

@@ -22,7 +22,6 @@ from its last step, so trajlab's rows at steps 1..N would all be dropped.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,13 +32,6 @@ from trajlab.errors import InputError, param
 
 JOB_TYPE = "trajlab"
 DEFAULT_PROJECT = "trajlab"
-#: ``steps`` columns logged as control-token figures, and their keys
-CONTROL_KEYS = {
-    "control_logprob_mean": "trajlab/control/logprob_mean",
-    "control_low_prob_share": "trajlab/control/low_prob_share",
-    "control_logprob_mismatch": "trajlab/control/logprob_mismatch",
-    "logprob_mismatch": "trajlab/logprob_mismatch",
-}
 
 
 @dataclass(frozen=True)
@@ -59,24 +51,12 @@ class WandbExportOptions:
 
 def step_rows(steps: Sequence[dict[str, Any]], warning: dict[str, Any] | None) -> dict[int, dict[str, float]]:
     """``{step: {key: value}}`` of one run's ``steps`` rows: the TensorBoard scalars' keys plus the control-token
-    figures where the step has them (the run's main split)."""
+    figures where the step has them (the run's main split; :data:`trajlab.metrics.tensorboard_out.CONTROL_KEYS`)."""
     from trajlab.metrics.tensorboard_out import scalar_rows
 
     out: dict[int, dict[str, float]] = {}
     for step, tag, value in scalar_rows(steps, warning):
         out.setdefault(step, {})[tag] = value
-    counts: dict[str, int] = {}
-    for r in steps:
-        if r.get("step") is not None:
-            counts[r["split"]] = counts.get(r["split"], 0) + 1
-    main = "train" if "train" in counts else (max(sorted(counts), key=lambda s: counts[s]) if counts else None)
-    for r in steps:
-        if r.get("step") is None or r["split"] != main:
-            continue
-        for col, key in CONTROL_KEYS.items():
-            v = r.get(col)
-            if isinstance(v, (int, float)) and not math.isnan(v):
-                out.setdefault(int(r["step"]), {})[key] = float(v)
     return dict(sorted(out.items()))
 
 

@@ -149,6 +149,11 @@ def scan(
         mkey = merge_key(keep, errors)
         if request.control_prob != DEFAULT_CONTROL_PROB:  # steps depend on it: another value is another merge
             mkey = hashlib.sha1(f"{mkey}\ncontrol_prob={request.control_prob!r}".encode()).hexdigest()
+        from trajlab.verl.records import find_record_files, records_fingerprint
+
+        record_files = find_record_files(paths)  # the verl reward's records: the steps' exact-token columns
+        if record_files:  # steps depend on them: other records are another merge
+            mkey = hashlib.sha1(f"{mkey}\nrecords={records_fingerprint(record_files)}".encode()).hexdigest()
         n_driver_errors = len(errors)
         held_key = previous_merge_key(out)  # the merge the tables hold now (None: none, or damaged)
         retired = retire_derived(out) if held_key != mkey else []  # a rescore of other tables is not this run's
@@ -156,7 +161,11 @@ def scan(
             begin_write(out)  # a kill from here to the manifest leaves a marker that readers refuse
             merge_parts(keep, parts_root, out, errors, progress)
             settle_length_limit(out)  # truncated only near the run's length limit (needs the whole run)
-            write_table(STEPS, steps_table(out, control_prob=request.control_prob), table_path(out, "steps"))
+            from trajlab.verl.readback import assign_record_runs, record_step_columns
+
+            rec_cols = record_step_columns(assign_record_runs(record_files, [(f.path, f.run) for f in inputs]))
+            write_table(STEPS, steps_table(out, control_prob=request.control_prob, record_columns=rec_cols),
+                        table_path(out, "steps"))
         # the tables are the cache from here on: each kept range points at its rows in them (valid once the
         # manifest names this merge), and the part files of its unit go in the prune after the manifest
         point_at_tables(keep, parts_root, n_driver_errors, mkey)

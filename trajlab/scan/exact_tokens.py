@@ -21,18 +21,12 @@ if TYPE_CHECKING:  # pragma: no cover
 def _marks(tokenizer: str, fmt: str, rules_dirs: tuple[str, ...]) -> tuple[frozenset[int], frozenset[int]]:
     """(control ids, environment ids) of ``tokenizer`` for call format ``fmt`` under ``rules_dirs``."""
     from trajlab.ingest import token_text
-    from trajlab.rescore.control_tokens import load_control_rules, resolve_control_set
+    from trajlab.rescore.control_tokens import environment_ids, load_control_rules, resolve_control_set
 
     tok = token_text.load(tokenizer)
     rules = load_control_rules(rules_dirs)
     cs = resolve_control_set(tok, rules, None)
-    env: set[int] = set()
-    for text in (rules["families"].get(cs.family) or {}).get("environment") or []:
-        if isinstance(text, str):
-            enc = tok.encode(text, add_special_tokens=False)
-            if len(enc) == 1:
-                env.add(int(enc[0]))
-    return frozenset(cs.ids_for(fmt)), frozenset(env)
+    return frozenset(cs.ids_for(fmt)), environment_ids(tok, rules, cs.family)
 
 
 def marks(tokens: ExactTokens, fmt: str, rules_dirs: tuple[str, ...] = ()) -> tuple[list[bool], list[bool]]:

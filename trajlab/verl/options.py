@@ -26,7 +26,10 @@ from trajlab.errors import TrajlabError
 RESPONSE_CLASSIFY_CHARS = 1 << 20
 #: reward_kwargs the plugin reads itself
 OWN_KEYS = frozenset({"tools", "tool_format", "task_fn", "policy", "rules", "mode", "format_weight", "gate_score",
-                      "gate_adds_format", "weights", "penalties", "groups", "max_chars"})
+                      "gate_adds_format", "weights", "penalties", "groups", "max_chars", "control_prob",
+                      "record_dir"})
+#: the default of ``control_prob`` (scan's ``--control-prob`` default)
+CONTROL_PROB = 0.5
 #: call-time keyword arguments verl adds that are meant for a reward model, never for the task function
 VERL_CALL_KEYS = frozenset({"reward_router_address", "reward_model_tokenizer"})
 #: policy settings that may be given directly in reward_kwargs (they override the policy files)
@@ -57,6 +60,10 @@ class RewardOptions:
         rules_dirs: user rule packs (taxonomy and reward policy) over the built-in ones.
         policy_overrides: policy settings given directly (``mode``, ``weights``, ``penalties`` ...), as JSON.
         max_chars: characters of one response that are classified (the rest is counted as not classified).
+        control_prob: the probability below which an emitted control token counts as low
+            (``control_low_prob_share``; exact tokens only, :mod:`trajlab.verl.exact`).
+        record_dir: a directory the reward-loop manager appends per-sample records to, one file per process
+            (:mod:`trajlab.verl.records`); ``None``: no records.
     """
 
     tools: str | None = None
@@ -66,6 +73,8 @@ class RewardOptions:
     rules_dirs: tuple[str, ...] = ()
     policy_overrides: str = "{}"
     max_chars: int = RESPONSE_CLASSIFY_CHARS
+    control_prob: float = CONTROL_PROB
+    record_dir: str | None = None
 
     def __post_init__(self) -> None:
         from trajlab.toolcalls import KNOWN_FORMATS
@@ -85,6 +94,13 @@ class RewardOptions:
                 raise TrajlabError(f"reward_kwargs rules={d!r}: rule pack directory not found")
         if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars < 1:
             raise TrajlabError(f"reward_kwargs max_chars={self.max_chars!r} must be a positive whole number")
+        cp = self.control_prob
+        if isinstance(cp, bool) or not isinstance(cp, (int, float)) or not 0.0 < float(cp) <= 1.0:
+            raise TrajlabError(f"reward_kwargs control_prob={cp!r} must be a probability in (0, 1], e.g. 0.5")
+        object.__setattr__(self, "control_prob", float(cp))
+        if self.record_dir is not None and (not self.record_dir.strip() or Path(self.record_dir).is_file()):
+            raise TrajlabError(f"reward_kwargs record_dir={self.record_dir!r} must name a directory (it is made when "
+                               f"missing; give an absolute path: verl's workers may run in another directory)")
         if self.task_fn is not None and (not isinstance(self.task_fn, str) or not self.task_fn.strip()):
             raise TrajlabError(f"reward_kwargs task_fn={self.task_fn!r}: give 'module:function', a file path or 'none'")
 
@@ -154,6 +170,12 @@ def options_from_kwargs(own: Mapping[str, Any]) -> RewardOptions:
     if isinstance(max_chars, str) and max_chars.strip().isdigit():
         max_chars = int(max_chars)
     overrides = {k: _plain(own[k]) for k in POLICY_KEYS if k in own}
+    control_prob = own.get("control_prob", CONTROL_PROB)
+    if isinstance(control_prob, str):
+        try:
+            control_prob = float(control_prob)
+        except ValueError:
+            pass
 
     def opt_str(name: str) -> str | None:
         v = own.get(name)
@@ -167,4 +189,6 @@ def options_from_kwargs(own: Mapping[str, Any]) -> RewardOptions:
         rules_dirs=rules_dirs,
         policy_overrides=json.dumps(overrides, sort_keys=True, default=str),
         max_chars=max_chars,
+        control_prob=control_prob,
+        record_dir=opt_str("record_dir"),
     )

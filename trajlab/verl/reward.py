@@ -67,10 +67,13 @@ class Scorer:
 
     def score(self, *, data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any,
               task_kwargs: dict[str, Any] | None = None, judged_text: Any = None,
-              prompt: str | None = None) -> dict[str, float]:
+              prompt: str | None = None, exact: Any = None, exact_keys: bool = False) -> dict[str, float]:
         """The result dict of one sample. ``judged_text``: the text to classify when it differs from the one the
         task function sees (the reward-loop manager's decode with special tokens kept); ``prompt``: the prompt's
-        text when the caller has it (tool schemas and the format come from it)."""
+        text when the caller has it (tool schemas and the format come from it); ``exact``: the sample's exact
+        tokens (:class:`trajlab.verl.exact.ExactSample`: turns from the response mask, control-token statistics
+        from the sampler's log-probs); ``exact_keys``: add :data:`trajlab.verl.exact.EXACT_KEYS` (0.0 without
+        ``exact``)."""
         out = dict.fromkeys(self.keys, 0.0)
         errors = 0
         text = _as_text(solution_str)
@@ -84,8 +87,9 @@ class Scorer:
             out["task_failed"] = 1.0
             log_once(f"task:{why.split(':')[0]}", f"task function {self.task_desc} {why}; task_score 0.0")
         out["task_score"] = task
+        fmt = [None]
         try:
-            verdict, classified = self._judge(judged, info, prompt)
+            verdict, classified = self._judge(judged, info, prompt, exact=exact, fmt_out=fmt)
         except Exception as e:  # the classifier never raises by contract; never let it reach verl if it does
             errors += 1
             log_once(f"classify:{type(e).__name__}", f"internal error while classifying (please report): "
@@ -109,6 +113,18 @@ class Scorer:
         else:
             score = task + pol.format_weight * fr
         out["score"] = score if math.isfinite(score) else 0.0
+        if exact_keys:
+            from trajlab.verl.exact import empty_exact, exact_figures
+
+            figures = empty_exact()
+            if exact is not None:
+                try:
+                    figures = exact_figures(exact, fmt[0])
+                except Exception as e:  # the statistics never reach verl as an exception either
+                    errors += 1
+                    log_once(f"exact:{type(e).__name__}", f"internal error in the exact-token statistics (please "
+                                                          f"report): {type(e).__name__}: {e}")
+            out.update(figures)
         out["plugin_errors"] = float(errors)
         return out
 
@@ -119,7 +135,10 @@ class Scorer:
         trainer's reward function shares (verl's here, TRL's in :mod:`trajlab.trl.reward`)."""
         return self._judge(text, extra_info or {}, prompt)
 
-    def _judge(self, text: str, info: Mapping[str, Any], prompt: str | None) -> tuple[Any, bool]:
+    def _judge(self, text: str, info: Mapping[str, Any], prompt: str | None, exact: Any = None,
+               fmt_out: list[Any] | None = None) -> tuple[Any, bool]:
+        if exact is not None and len(exact.turns.text) <= self.options.max_chars:
+            return self._judge_exact(exact, info, prompt, fmt_out)
         cut = turn_cut(text) if len(text) > 1024 else None
         if cut is None and len(text) > self.options.max_chars:
             cut = self.options.max_chars
@@ -140,7 +159,31 @@ class Scorer:
                             extra={}, env_turns=env_turns_from_num_turns(info.get("num_turns")))
         an = analyze_trajectory(rec, tool_format=self.options.tool_format, tools=self.tools,
                                 rules_dirs=self.options.rules_dirs)
+        if fmt_out is not None:
+            fmt_out[0] = an.tool_format
         return judge(an, self.policy), cut is None and not an.notes
+
+    def _judge_exact(self, exact: Any, info: Mapping[str, Any], prompt: str | None,
+                     fmt_out: list[Any] | None) -> tuple[Any, bool]:
+        """The judge on turns cut by the response mask: a tool turn inside a generation is the model's, decided
+        exactly (no reading of the text's scaffold)."""
+        from trajlab.provenance import ModelTurn, report_model_turns
+
+        et = exact.turns
+        rec = RawTrajectory(source_path="", source_line=0, source_format="verl_exact", split="train", step=None,
+                            group_id="", score=None, input=prompt if prompt is not None else _prompt_text(info),
+                            output=et.text, turns=list(et.turns), tools=_info_tools(info), tools_source=None,
+                            extra={})
+        an = analyze_trajectory(rec, tool_format=self.options.tool_format, tools=self.tools,
+                                rules_dirs=self.options.rules_dirs)
+        found = [ModelTurn(ti, "generated_tokens", "the model generated it (response mask 1)", marker, pos)
+                 for ti, marker, pos in et.fabricated]
+        report_model_turns(an.turns, found, an.tool_format, rules_dirs=self.options.rules_dirs)
+        an.model_turns = found
+        an.n_malformed = sum(1 for _t, ta in an.turns if ta is not None for c in ta.calls if c.status == "malformed")
+        if fmt_out is not None:
+            fmt_out[0] = an.tool_format
+        return judge(an, self.policy), not an.notes
 
 
 def _function_cut(text: str) -> int | None:
