@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trajlab.control_trip import K as CONTROL_K
 from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask, InputFile, detect_format, find_inputs, plan_tasks, split_from_path
 from trajlab.ingest.fields import step_from_name
@@ -83,6 +84,10 @@ class WatchOptions:
     jobs: int = 1  # worker processes of each publish's scan, as ScanOptions.jobs (0 = one per CPU)
     metrics: tuple[str, ...] = ()  # --metrics [NAME=]PATH: the trainer's logs, read at every publish
     tensorboard: Path | None = None  # --tensorboard DIR: trajlab's scalars rewritten at every publish
+    #: trip on the control-token statistic of the verl reward's record files (trajlab.control_trip) as well
+    control: bool = True
+    control_tau: float | None = None  # a fixed τ for control_logprob_mean (None: calibrated on the run's first steps)
+    control_k: float = CONTROL_K  # the calibrated τ's distance from the baseline, in scaled MADs
 
 
 @dataclass
@@ -92,9 +97,10 @@ class Trip:
     run: str
     step: int
     rate: float
-    reason: str  # early_warning | fail_above
+    reason: str  # early_warning | fail_above | control_tokens (rate: then the statistic's value)
     noticed_step: int  # the run's last step when the trip was noticed (an early warning needs its window)
     command_rc: int | None = None
+    detail: str | None = None  # control_tokens: the statistic, τ and how τ was set (trajlab.control_trip.describe)
 
 
 @dataclass
@@ -180,6 +186,7 @@ class Watcher:
         #: step lines not printed because a trip had already stopped the watch (they are in the tables)
         self.unprinted = 0
         self.tripped: set[tuple[str, str]] = set()
+        self.records_key: str | None = None  # the verl reward record files last read (trajlab.verl.records)
         self.lines: list[StepLine] = []
         self.emit = emit or (lambda line: None)
         self.on_trip_event = on_trip_event
@@ -218,7 +225,40 @@ class Watcher:
             touched |= self._advance(f, now, prev)
         if touched:
             self.last_data = time.monotonic()
-        return self._report(touched)
+        return self._report(touched) + self._control_trips()
+
+    def _control_trips(self) -> list[Trip]:
+        """Trips on the control-token statistic (:func:`trajlab.control_trip.control_trip`) of each run's verl
+        reward record files (:mod:`trajlab.verl.records`) under the watched paths; read again only when they
+        changed."""
+        if not self.opts.control or (self.trips and not self.opts.keep_watching):
+            return []
+        from trajlab.control_trip import control_trip, describe
+        from trajlab.verl.readback import assign_record_runs
+        from trajlab.verl.records import (
+            find_record_files,
+            is_training_record,
+            read_records,
+            records_fingerprint,
+            step_figures,
+        )
+
+        files = [p for p in find_record_files(self.opts.paths) if self.out.resolve() not in p.resolve().parents]
+        key = records_fingerprint(files)
+        if not files or key == self.records_key:
+            return []
+        self.records_key = key
+        new = []
+        by_run = assign_record_runs(files, [(f.info.path, f.info.run) for f in self.files.values()])
+        for run, mine in sorted(by_run.items()):
+            if (run, "control_tokens") in self.tripped:
+                continue
+            rows = [r for d in sorted({f.parent for f in mine}) for r in read_records(d) if is_training_record(r)]
+            trip = control_trip(step_figures(rows), tau=self.opts.control_tau, k=self.opts.control_k)
+            if trip is not None:
+                new.append(self._trip(Trip(run, trip["step"], trip["value"], "control_tokens", trip["noticed_step"],
+                                           detail=describe(trip))))
+        return new
 
     def _advance(self, f: _File, now: tuple[int, int], prev: tuple[int, int] | None) -> set[Any]:
         """Classify what is new in one file; returns the (run, split, step) keys it touched."""
@@ -364,7 +404,7 @@ class Watcher:
             t.command_rc = run_trip_command(self.opts.on_trip, t, self.out)
         self.trips.append(t)
         write_trip_file(self.out, [{"run": x.run, "step": x.step, "rate": x.rate, "reason": x.reason,
-                                    "noticed_step": x.noticed_step} for x in self.trips],
+                                    "noticed_step": x.noticed_step, "detail": x.detail} for x in self.trips],
                         next_steps=[f"trajlab handoff {shlex.quote(str(self.out))}"])
         if self.on_trip_event is not None:
             self.on_trip_event(t)

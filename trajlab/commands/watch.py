@@ -19,6 +19,8 @@ def register(app: typer.Typer) -> None:
         window: int = typer.Option(10, "--window", help="Steps considered by --fail-above."),
         no_warning_trip: bool = typer.Option(False, "--no-warning-trip", help="Do not trip on a run's early warning (only on --fail-above)."),
         on_trip: str | None = typer.Option(None, "--on-trip", help="Shell command run on a trip, with TRAJLAB_RUN, TRAJLAB_STEP, TRAJLAB_RATE, TRAJLAB_REASON, TRAJLAB_OUT set."),
+        no_control_trip: bool = typer.Option(False, "--no-control-trip", help="Do not trip on the control-token statistic of the verl reward's record files."),
+        control_tau: float | None = typer.Option(None, "--control-tau", help="A fixed threshold for control_logprob_mean (default: calibrated on the run's own first 20 steps)."),
         keep_watching: bool = typer.Option(False, "--keep-watching", help="After a trip, keep watching (each run trips once per reason) instead of exiting 3."),
         publish_every: float = typer.Option(60.0, "--publish-every", help="Seconds between refreshing OUT's tables (0: after every look that found data)."),
         idle_exit: float | None = typer.Option(None, "--idle-exit", help="Stop after SECONDS without new data (default: run until Ctrl-C)."),
@@ -32,7 +34,7 @@ def register(app: typer.Typer) -> None:
         tensorboard: Path | None = opt.tensorboard_option(),
     ) -> None:
         """Follow a live run: scan each new or grown step file as it lands, print one line per step, and trip
-        (exit 3, or run --on-trip) when a run's early warning fires or --fail-above is exceeded.
+        (exit 3, or run --on-trip) when a run's early warning fires, --fail-above is exceeded, or the control-token statistic of the verl reward's record files leaves the band of the run's first steps. Each trip is written to OUT/trip.json (for the verl breaker and `trajlab handoff`).
 
         Ctrl-C stops cleanly; OUT is then exactly what `trajlab scan PATHS -o OUT` writes.
 
@@ -59,6 +61,8 @@ def register(app: typer.Typer) -> None:
         def tripped(t: object) -> None:
             what = (f"early warning at step {t.step} (noticed at step {t.noticed_step})"  # type: ignore[attr-defined]
                     if t.reason == "early_warning"  # type: ignore[attr-defined]
+                    else f"control tokens: {t.detail} (noticed at step {t.noticed_step})"  # type: ignore[attr-defined]
+                    if t.reason == "control_tokens"  # type: ignore[attr-defined]
                     else f"malformed-call rate {t.rate:.1%} over the last {window} steps > --fail-above")  # type: ignore[attr-defined]
             rc = f"; --on-trip exited {t.command_rc}" if t.command_rc is not None else ""  # type: ignore[attr-defined]
             then = ("watching on (--keep-watching)" if keep_watching else
@@ -70,6 +74,7 @@ def register(app: typer.Typer) -> None:
             warning=not no_warning_trip, on_trip=on_trip, keep_watching=keep_watching, publish_every=publish_every,
             idle_exit=idle_exit, tools=tools, input_format=input_format, tool_format=tool_format,
             rules_dirs=tuple(str(r) for r in rules), jobs=jobs, metrics=tuple(metrics), tensorboard=tensorboard,
+            control=not no_control_trip, control_tau=control_tau,
         ), emit=emit, on_trip=tripped)
         later = f" ({result.unprinted} steps after the trip were scanned, not printed)" if result.unprinted else ""
         console.print(Text(f"stopped ({result.stopped}); {out} holds the scan of everything written so far{later}",
