@@ -208,3 +208,15 @@ def test_same_on_every_sample_turn(run: str) -> None:
     assert n_turns > 0
     if run in ("qwen35_xml_run", "qwen3_hermes_run"):
         assert n_fast > n_turns // 4, (n_fast, n_turns)
+
+
+def test_a_reopened_think_block_goes_to_the_full_pipeline() -> None:
+    """``<think><think>…</think>`` before a canonical call: the fast path must not answer (found by the
+    mutated-turns property: it returned the call without the ``unbalanced_think/reopened`` finding)."""
+    text = ('<think><think>\nreasoning\n</think>\n\n<tool_call>\n<function=fetch_web>\n<parameter=urls>\n'
+            '["https://a.b"]\n</parameter>\n</function>\n</tool_call>')
+    tools = [{"name": "fetch_web", "description": "", "parameters": {"type": "object", "properties": {
+        "urls": {"type": "array"}}, "required": ["urls"]}}]
+    assert_same(text, "qwen3_coder", tools)
+    fast, _full = both(text, "qwen3_coder", tools, False)
+    assert any(f["rule_id"] == "qwen3_coder/unbalanced_think/reopened" for f in fast[1])

@@ -183,7 +183,7 @@ def _analyze(text: str, tool_format: str, tools: Any, ctx: TurnContext, rs: Rule
     want_spans = with_spans or bool(rs.regex_rules)  # user regex rules read the tiling
     fast = None
     if (markup == _CALL_MARKUP and FAST_PATH and not has_foreign and not rs.regex_rules
-            and (not think or think[-1][4] >= 0)):  # every think block closed
+            and (not think or (think[-1][4] >= 0 and not unbalanced_think(text, think)))):  # closed, none reopened
         fast = read_turn(text, fmt, index, segments, rs, with_spans, trailing_text=True)
         if fast is not None and fast.calls is not None:
             # every call canonical and well-formed: at most text after the last one to report

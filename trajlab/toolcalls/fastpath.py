@@ -28,7 +28,8 @@ can have), and a qwen3_coder turn whose calls are all *simple* (canonical in for
 closing tags) but not all canonical and well-formed comes back as the drafts the format's scanner would make,
 issues included: the caller skips the scanner and goes on with the turn-level facts and the schema checks.
 :func:`single_call` reads a repair's text. The caller also requires no foreign markup, no user regex rules and
-closed ``<think>`` blocks.
+closed ``<think>`` blocks, none opened twice (``unbalanced_think``/``reopened`` is a finding only the full pipeline
+reports).
 """
 
 from __future__ import annotations
