@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from trajlab.atomic import atomic_path, atomic_write_bytes, commit_temp, temp_beside
 from trajlab.ingest import FileTask
+from trajlab.memory import release_memory
 from trajlab.model import IngestError
 from trajlab.scan.plan import FileEntry
 from trajlab.tables import (
@@ -216,6 +217,8 @@ class RowGroupWriter:
                 self.w.write_table(whole.slice(i, self.n), row_group_size=self.n)
             rest = whole.slice(k)
             self.pending, self.rows = ([rest] if rest.num_rows else []), rest.num_rows
+            del whole
+            release_memory()  # the concatenated row groups are freed: keep the merge's resident set flat
 
     def close(self) -> None:
         if self.rows:
@@ -243,6 +246,7 @@ def merge_parts(keep: list[FileEntry], parts_root: Path, out: Path, errors: list
 
         for f in [ex.submit(merge_table, spec, keep, parts_root, out, errors, advance) for spec in PART_TABLES]:
             f.result()
+    release_memory()  # before the steps aggregate and the summary read the tables back
 
 
 def merge_table(spec: TableSpec, keep: list[FileEntry], parts_root: Path, out: Path,
@@ -276,3 +280,4 @@ def merge_table(spec: TableSpec, keep: list[FileEntry], parts_root: Path, out: P
         readers.close()
         if old is not None:
             old.close()
+        release_memory()  # between tables
