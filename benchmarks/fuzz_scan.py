@@ -3,6 +3,7 @@
 
     python benchmarks/fuzz_scan.py --trees 3000 --seed 1             # the closing-note run (~1 h on 2 busy cores)
     python benchmarks/fuzz_scan.py --trees 200 --seed 5 --no-nemo    # quicker, without the NeMo-RL step (tokenizer)
+    python benchmarks/fuzz_scan.py --seed 3 --only 543,2281          # replay trees of a run (same seed, same trees)
 
 The trees, the mutations and the oracle are ``tests/helpers/fuzz_trees.py`` (its docstring lists them); the test
 suite runs a seeded slice of the same harness (``tests/test_scan_fuzz.py``). Each tree is scanned twice through the
@@ -33,10 +34,13 @@ def main() -> int:
     ap.add_argument("--per-batch", type=int, default=16, help="trees scanned together (amortises a scan's start)")
     ap.add_argument("--big", type=int, default=2_000_000, help="characters in a big record's text")
     ap.add_argument("--no-nemo", action="store_true", help="leave out the NeMo-RL step (it loads a tokenizer)")
+    ap.add_argument("--only", type=lambda s: {int(x) for x in s.split(",")}, default=None, metavar="N[,M...]",
+                    help="judge only these tree indices (the trees before them are built and dropped); --trees "
+                         "is then ignored")
     args = ap.parse_args()
     t0 = time.monotonic()
     n, failures, kinds = fuzz(args.trees, args.seed, args.work_dir, nemo=not args.no_nemo, big=args.big,
-                              per_batch=args.per_batch, log=sys.stdout)
+                              per_batch=args.per_batch, log=sys.stdout, only=args.only)
     took = time.monotonic() - t0
     print(f"\n{n} trees (seed {args.seed}) in {took:,.0f} s: {len(failures)} failed")
     print("mutations and odd entries applied: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))

@@ -2,12 +2,14 @@
 (``tests/helpers/fuzz_trees.py``; the long run is ``benchmarks/fuzz_scan.py``) and one regression test per class
 of failure it found -- text that skipped the sanitiser (a cut JSON list with a lone surrogate escape crashed the
 scan), a damaged JSON-list record that cost every record after it, a file whose first record decided the format
-of all the others."""
+of all the others, a Parquet footer row count read on trust, records between two damaged list records."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -208,3 +210,70 @@ def test_verl_tool_record_heading_a_verl_jsonl_file(tmp_path: Path, capfd: Any) 
     rows, errs = _scan(capfd, tmp_path / "in", tmp_path / "out")
     assert sorted(r["source_format"] for r in rows) == ["verl_jsonl"] * 8 + ["verl_tool_json"]
     assert sorted(r["source_line"] for r in rows) == list(range(1, 10)) and not errs
+
+
+# -- found by the long run (seed 3): a footer row count read on trust; records between two damaged ones -------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _with_row_count(data: bytes, meta: Any, rg: int, count: int) -> bytes:
+    """``data`` (a Parquet file) with row group ``rg``'s ``num_rows`` in the footer set to ``count``: the thrift
+    compact fields ``total_byte_size`` then ``num_rows`` (i64, zigzag varints) found by their values."""
+    g = meta.row_group(rg)
+    old = b"\x16" + _varint(g.total_byte_size * 2) + b"\x16" + _varint(g.num_rows * 2)
+    at = len(data) - 8 - int.from_bytes(data[-8:-4], "little") - 1  # the footer's start, less one
+    same = [k for k in range(rg) if (meta.row_group(k).total_byte_size, meta.row_group(k).num_rows)
+            == (g.total_byte_size, g.num_rows)]
+    for _ in range(len(same) + 1):  # row groups of the same sizes have the same bytes: take the rg-th of them
+        at = data.index(old, at + 1)
+    zz = count * 2 if count >= 0 else -count * 2 - 1
+    return data[:at] + old[: -len(_varint(g.num_rows * 2))] + _varint(zz) + data[at + len(old):]
+
+
+@pytest.mark.parametrize("count", [-63, 0, 1, 9])
+def test_parquet_footer_row_count_is_not_trusted(tmp_path: Path, capfd: Any, count: int) -> None:
+    """Tree 543: a flipped byte set a row group's footer ``num_rows`` to -63 and its rows went unnamed; a count
+    too small makes pyarrow drop rows without a word. Every row is a row or an error naming it."""
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist([good_record(6, i) for i in range(6)]), buf, row_group_size=3)
+    data = _with_row_count(buf.getvalue(), pq.ParquetFile(io.BytesIO(buf.getvalue())).metadata, 1, count)
+    (tmp_path / "in" / "rollout").mkdir(parents=True)
+    (tmp_path / "in" / "rollout" / "6.parquet").write_bytes(data)
+    rows, errs = _scan(capfd, tmp_path / "in", tmp_path / "out")
+    read = sorted(r["source_line"] for r in rows)
+    assert read[:3] == [1, 2, 3] and set(read) <= set(range(1, 7))
+    named = {int(x) for e in errs for a, b in re.findall(r"\brows? (\d+)(?:-(\d+))?", e["reason"])
+             for x in range(int(a), int(b or a) + 1)}
+    assert set(range(1, 7)) <= set(read) | named, errs
+    if count != 9:  # a count too large: pyarrow reads the rows there, nothing is lost
+        assert errs and all("row group 1" in e["reason"] for e in errs)
+
+
+@pytest.mark.parametrize("pretty", [True, False])
+def test_records_between_two_damaged_list_records_are_each_accounted(tmp_path: Path, capfd: Any,
+                                                                     pretty: bool) -> None:
+    """Tree 2281: two records nested too deeply, one after the other, at the head of a verl-tool list; the
+    resynchronisation jumped over the second without a word. Each damaged record has its error row, and a whole
+    record between damaged ones that the resynchronisation does not recognise (no known shape) is read too."""
+    recs: list[Any] = json.loads(TOOL.read_text())[:3]
+    deep = '{"output": "x", "nest": ' + "[" * 1100 + "]" * 1100 + "}"
+    odd = json.dumps({"what": "no known shape"})
+    parts = [deep, "[" * 10_000 + "]" * 10_000, json.dumps(recs[0], indent=4 if pretty else None), deep, odd,
+             *(json.dumps(r, indent=4 if pretty else None) for r in recs[1:])]
+    rel = "verl_step_records/run1/fcl-step-1.json"
+    p = tmp_path / "in" / rel
+    p.parent.mkdir(parents=True)
+    p.write_text("[" + (",\n" if pretty else ", ").join(parts) + "]")
+    rows, errs = _scan(capfd, tmp_path / "in", tmp_path / "out")
+    assert sorted(r["source_line"] for r in rows) == [3, 6, 7]
+    why = {e["line"]: e["reason"] for e in errs}
+    assert {1, 2, 4, 5} <= set(why) and all("nested too deeply" in why[k] for k in (1, 2, 4)), why
+    assert "no known format" in why[5]

@@ -128,3 +128,32 @@ def test_rows_read_back_from_the_tables_keep_their_place(tmp_path: Path) -> None
     assert len(list((out / ".parts").rglob("*.done.json"))) > 20  # the big file is many ranges
     scan([root], full, ScanOptions(jobs=1, chunk_bytes=50_000, incremental=False), progress=False)
     assert tables(out) == tables(full)
+
+
+def test_row_group_writer_packs_small_tables_and_writes_the_same_bytes(tmp_path: Path) -> None:
+    """Thousands of tiny tables (one file's calls each) wait packed, not one by one, and the file is byte for
+    byte the one a single table gives; row groups stay exactly ``n`` rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from trajlab.memory import release_memory
+    from trajlab.scan.parts import PACK_EVERY, RowGroupWriter
+
+    schema = pa.schema([("id", pa.string()), ("x", pa.float64())])
+    pieces = [pa.table({"id": [f"t{i}-{k}" for k in range(i % 4)], "x": [float(k) for k in range(i % 4)]},
+                       schema=schema) for i in range(3 * PACK_EVERY + 7)]
+    whole = pa.concat_tables(pieces)
+    n = 500
+    with pq.ParquetWriter(tmp_path / "a.parquet", whole.schema, compression="zstd") as w:
+        rg = RowGroupWriter(w, n)
+        for t in pieces:
+            rg.add(t)
+            assert len(rg.pending) <= PACK_EVERY + 1
+        rg.close()
+    with pq.ParquetWriter(tmp_path / "b.parquet", whole.schema, compression="zstd") as w:
+        for i in range(0, whole.num_rows, n):
+            w.write_table(whole.slice(i, n).combine_chunks(), row_group_size=n)
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+    md = pq.read_metadata(tmp_path / "a.parquet")
+    assert [md.row_group(i).num_rows for i in range(md.num_row_groups - 1)] == [n] * (md.num_row_groups - 1)
+    release_memory()  # callable anywhere, any number of times

@@ -379,7 +379,7 @@ def clean_reference(base: list[BaseFile], work: Path) -> dict[str, list[dict[str
     return by_file
 
 
-_RANGE = re.compile(r"rows (\d+)-(\d+)")
+_RANGE = re.compile(r"\brows? (\d+)(?:-(\d+))?")
 _NOT_READ = re.compile(r"about (\d+) record\(s\)")
 
 
@@ -474,7 +474,7 @@ def _check_damaged(rel: str, base: BaseFile, d: Damage, got: list[dict[str, Any]
         covered = set(lines_of_rows) | err_lines
         for e in errs:
             for m in _RANGE.finditer(e["reason"]):
-                covered |= set(range(int(m.group(1)), int(m.group(2)) + 1))
+                covered |= set(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
         missing = [i for i in range(1, len(base.records) + 1) if i not in covered]
         if missing:
             bad.append(f"{rel}: Parquet rows {missing[:5]} neither a row nor an error ({'+'.join(d.names)})")
@@ -494,10 +494,12 @@ def _moved_key(c: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def fuzz(n_trees: int, seed: int, work: Path, *, nemo: bool = True, big: int = 300_000, per_batch: int = 16,
-         log: Any = None) -> tuple[int, list[tuple[int, str, list[str]]], dict[str, int]]:
+         log: Any = None, only: set[int] | None = None) -> tuple[int, list[tuple[int, str, list[str]]], dict[str, int]]:
     """Build and judge ``n_trees`` seeded trees under ``work``, ``per_batch`` trees a scan; returns (trees
     judged, failures as (tree index, what the tree holds, findings), counts of mutation kinds). The trees of a
-    batch whose scan failed as a whole are judged again one by one, so each finding names its tree."""
+    batch whose scan failed as a whole are judged again one by one, so each finding names its tree. ``only``:
+    judge just these tree indices (the trees before them are still built, then dropped, so each is the same
+    tree as in the full run; ``n_trees`` is then raised to reach the last of them)."""
     work.mkdir(parents=True, exist_ok=True)
     base = build_base(nemo=nemo)
     ref = clean_reference(base, work)
@@ -505,9 +507,22 @@ def fuzz(n_trees: int, seed: int, work: Path, *, nemo: bool = True, big: int = 3
     failures = []
     kinds: dict[str, int] = {}
     batch = work / "batch"
+    if only is not None:
+        n_trees = max(only) + 1
+    judged = 0
     for first in range(0, n_trees, per_batch):
         shutil.rmtree(batch, ignore_errors=True)
-        trees = [make_tree(rng, base, batch / f"t{k:05d}", big) for k in range(first, min(n_trees, first + per_batch))]
+        trees, numbers = [], []
+        for k in range(first, min(n_trees, first + per_batch)):
+            if only is None or k in only:
+                trees.append(make_tree(rng, base, batch / f"t{k:05d}", big))
+                numbers.append(k)
+            else:  # built only to draw the same random numbers as the full run
+                make_tree(rng, base, work / "skipped", big)
+        shutil.rmtree(work / "skipped", ignore_errors=True)
+        if not trees:
+            continue
+        judged += len(trees)
         for t in trees:
             for name in [n for d in t.damage.values() for n in d.names] + [
                     "special:" + s.rsplit("zz-", 1)[-1].split(".")[0] for s in t.specials]:
@@ -522,7 +537,7 @@ def fuzz(n_trees: int, seed: int, work: Path, *, nemo: bool = True, big: int = 3
                 alone.mkdir(parents=True)
                 t.root = t.root.rename(alone / t.root.name)
                 found.append(check_batch([t], ref, work, alone)[0])
-        for k, (t, f) in enumerate(zip(trees, found, strict=True), start=first):
+        for k, t, f in zip(numbers, trees, found, strict=True):
             if f:
                 failures.append((k, t.describe(), f))
                 keep = work / f"failed-{k}"
@@ -532,7 +547,7 @@ def fuzz(n_trees: int, seed: int, work: Path, *, nemo: bool = True, big: int = 3
             if log is not None:
                 print(f"tree {k}: {'FAIL ' + '; '.join(f) if f else 'ok'} [{t.describe()[:160]}]", file=log,
                       flush=True)
-    return n_trees, failures, kinds
+    return judged, failures, kinds
 
 
 if __name__ == "__main__":  # pragma: no cover - a quick local run: python tests/helpers/fuzz_trees.py N SEED

@@ -4,7 +4,9 @@ boundary after each damaged record, and account for every record (kept, or named
 A damaged record (a flipped byte, a raw control character, a record nested too deeply, a cut) costs only itself:
 reading resumes at the next ``, {`` whose object parses whole, has the shape of a record (``is_record``: a known
 format, or the keys of the records read so far) and is followed by ``,`` or ``]`` -- so an object nested inside
-the damaged record is never mistaken for the next one. Where no such boundary follows (a list cut short by a
+the damaged record is never mistaken for the next one. The stretch it skips is split into its top-level
+elements by a bracket-and-string scan that never recurses, so a second damaged record (or a whole record of no
+recognised shape) inside it gets its own error row or is read, never dropped. Where no such boundary follows (a list cut short by a
 writer that died, damage that runs to the end), the error says how many records, by their starts, were not read.
 """
 
@@ -48,6 +50,11 @@ def salvage_json_list(rel: str, text: str, msg: str, lineno: int | None, colno: 
     def looks_like_record(obj: Any) -> bool:
         return is_record(obj) or (isinstance(obj, dict) and frozenset(obj) in keys)
 
+    def remember(obj: Any) -> None:
+        if isinstance(obj, dict) and len(keys) < 16 and frozenset(obj) not in keys:
+            keys.append(frozenset(obj))
+            first_keys.add(next(iter(obj), ""))
+
     while True:
         while i < len(text) and (text[i] in _WS or text[i] == ","):
             i += 1
@@ -61,21 +68,32 @@ def salvage_json_list(rel: str, text: str, msg: str, lineno: int | None, colno: 
         try:
             obj, end = dec.raw_decode(text, i)
         except (ValueError, RecursionError) as e:  # JSONDecodeError, a huge integer literal, nesting too deep
-            n += 1
-            bad += 1
             why = _reason(e, text, i)
             nxt = _next_record(dec, text, i + 1, looks_like_record)
             if nxt is None:
+                n += 1
+                bad += 1
                 yield _unreadable_rest(rel, text, i, n, why, n - bad, first_keys)
                 return
-            yield IngestError(rel, n, f"record {n} of the JSON list cannot be read ({why}); skipped, reading "
-                                      "resumed at the next record")
+            # the damaged stretch may hold more than one record (a second damaged one, or a whole record the
+            # resynchronisation did not recognise): each is kept or named by its own error
+            starts = _element_starts(text, i, nxt) or [i]
+            for k, s in enumerate(starts):
+                n += 1
+                if k:
+                    got = _element(dec, text, s, starts[k + 1] if k + 1 < len(starts) else nxt)
+                    if not isinstance(got, str):
+                        remember(got[0])
+                        yield n, got[0]
+                        continue
+                    why = got
+                bad += 1
+                yield IngestError(rel, n, f"record {n} of the JSON list cannot be read ({why}); skipped, reading "
+                                          "resumed at the next record")
             i = nxt
             continue
         n += 1
-        if isinstance(obj, dict) and len(keys) < 16 and frozenset(obj) not in keys:
-            keys.append(frozenset(obj))
-            first_keys.add(next(iter(obj), ""))
+        remember(obj)
         yield n, obj
         i = end
     if not bad:  # it parsed record by record: the whole-list failure was elsewhere (e.g. after the ']')
@@ -104,6 +122,59 @@ def _next_record(dec: json.JSONDecoder, text: str, start: int, looks_like_record
         if (end >= len(text) or text[end] in ",]") and looks_like_record(obj):
             return j
     return None
+
+
+def _element_starts(text: str, i: int, j: int) -> list[int] | None:
+    """The starts of the top-level list elements in ``text[i:j]`` (``i``: where a damaged element starts, ``j``:
+    the start of the next whole record), by a scan of brackets and strings that never recurses (an element
+    nested 10,000 deep is one element). None when the scan does not close every element and end on the
+    separator before ``j`` (damage that broke a string or a bracket): the stretch is then one damaged record."""
+    starts = [i]
+    depth, in_str, esc, in_elem, comma = 0, False, False, True, False
+    for k in range(i, j):
+        c = text[k]
+        if in_str:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+                in_elem = depth > 0
+            continue
+        if not in_elem:
+            if c in _WS:
+                continue
+            if c == "," and not comma:
+                comma = True
+                continue
+            if not comma:
+                return None
+            starts.append(k)
+            in_elem, comma = True, False
+        if c == '"':
+            in_str = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth < 0:
+                return None
+            in_elem = depth > 0
+        elif depth == 0 and (c in _WS or c == ","):  # the end of a scalar element
+            in_elem, comma = False, c == ","
+    return starts if depth == 0 and not in_str and not in_elem and comma else None
+
+
+def _element(dec: json.JSONDecoder, text: str, s: int, stop: int) -> tuple[Any] | str:
+    """The element at ``s`` when it parses whole and only a separator follows it before ``stop``, else why not."""
+    try:
+        obj, end = dec.raw_decode(text, s)
+    except (ValueError, RecursionError) as e:
+        return _reason(e, text, s)
+    if end > stop or text[end:stop].strip(_WS + ","):
+        return f"unexpected bytes after byte {min(end, stop) - s} of the record"
+    return (obj,)
 
 
 def _unreadable_rest(rel: str, text: str, i: int, n: int, why: str,

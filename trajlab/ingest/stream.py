@@ -171,9 +171,33 @@ def _is_record(obj: Any) -> bool:
     return format_of(obj) is not None
 
 
+def row_group_rows(pf: Any, rg: int) -> int:
+    """How many rows row group ``rg`` of the open ``pyarrow.parquet.ParquetFile`` ``pf`` really holds, as its
+    footer tells it with itself as the check: the count that most of its votes agree on -- the row group's own
+    ``num_rows`` and the value count of each column chunk that has one value per row (no repeated level) --
+    the larger on a tie, never negative. pyarrow reads as many rows as ``num_rows`` says (a damaged count
+    drops rows without a word, or fails), so the reader compares what it got with this count."""
+    g = pf.metadata.row_group(rg)
+    votes: dict[int, int] = {}
+    counts = [g.num_rows] + [g.column(c).num_values for c in range(g.num_columns)
+                             if pf.schema.column(c).max_repetition_level == 0]
+    for v in counts:
+        if v >= 0:
+            votes[v] = votes.get(v, 0) + 1
+    return max(votes, key=lambda v: (votes[v], v)) if votes else 0
+
+
+def _rows_text(first: int, n: int) -> str:
+    if n <= 0:
+        return "no rows by its footer"
+    return f"row {first}" if n == 1 else f"rows {first}-{first + n - 1}"
+
+
 def _iter_parquet(task: FileTask, mod: Any) -> Iterator[RawTrajectory | IngestError]:
-    """Records of a Parquet file, row group by row group: a damaged row group (bad page, bad compression)
-    becomes one error naming its rows, and the other row groups are still read."""
+    """Records of a Parquet file, row group by row group: a damaged row group (bad page, bad compression, a
+    row count the footer got wrong) becomes one error naming its rows, and the other row groups are still read.
+    Rows are numbered by what each row group really holds (:func:`row_group_rows`), never by a count pyarrow
+    trusted; rows the footer's total promises beyond them get an error too."""
     import pyarrow.parquet as pq
 
     try:
@@ -183,20 +207,34 @@ def _iter_parquet(task: FileTask, mod: Any) -> Iterator[RawTrajectory | IngestEr
         return
     idx = 0
     for rg in range(pf.num_row_groups):
-        n = pf.metadata.row_group(rg).num_rows
+        n = row_group_rows(pf, rg)
+        said = pf.metadata.row_group(rg).num_rows
         try:
             rows = pf.read_row_group(rg).to_pylist()
-        except Exception as e:  # ArrowInvalid / OSError / ... for a damaged page
-            yield IngestError(task.rel, idx + 1, f"Parquet row group {rg} (rows {idx + 1}-{idx + n}) cannot be read "
-                                                 f"({type(e).__name__}: {str(e)[:200]}); its {n} records skipped")
+        except Exception as e:  # ArrowInvalid / OSError / ... for a damaged page or row count
+            yield IngestError(task.rel, idx + 1, f"Parquet row group {rg} ({_rows_text(idx + 1, n)}) cannot be "
+                                                 f"read ({type(e).__name__}: {str(e)[:200]}); its {n} records "
+                                                 "skipped")
             idx += n
             continue
+        first = idx + 1
         for obj in rows:
             idx += 1
             try:
                 yield from _convert(mod, obj, task, idx, suspect=False)  # Arrow strings are valid UTF-8
             except Exception as e:
                 yield IngestError(task.rel, idx, f"record could not be read: {type(e).__name__}: {e}")
+        if len(rows) < n:  # the footer's row count is damaged: pyarrow stopped short of the rows there
+            lost = n - len(rows)
+            yield IngestError(task.rel, idx + 1, f"Parquet row group {rg} ({_rows_text(first, n)}): its footer "
+                                                 f"counts {said} rows, its columns hold {n}; "
+                                                 f"{_rows_text(idx + 1, lost)} cannot be read, {lost} record(s) "
+                                                 "skipped")
+            idx += lost
+    total = pf.metadata.num_rows
+    if total > idx:
+        yield IngestError(task.rel, idx + 1, f"Parquet footer counts {total} rows but its row groups hold {idx}: "
+                                             f"{_rows_text(idx + 1, total - idx)} cannot be read")
 
 
 def _iter_torch(task: FileTask, mod: Any) -> Iterator[RawTrajectory | IngestError]:

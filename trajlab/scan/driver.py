@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from trajlab.atomic import atomic_write_json
 from trajlab.errors import InputError, param
 from trajlab.ingest import FileTask, detect_format, find_inputs, plan_tasks
+from trajlab.memory import release_memory
 from trajlab.model import IngestError
 from trajlab.outpaths import begin_write, end_write, prepare_out_dir, remove_stale_temps, write_lock
 from trajlab.ownfiles import marked_json, retire_derived
@@ -161,6 +162,7 @@ def scan(
             begin_write(out)  # a kill from here to the manifest leaves a marker that readers refuse
             merge_parts(keep, parts_root, out, errors, progress)
             settle_length_limit(out)  # truncated only near the run's length limit (needs the whole run)
+            release_memory()
             from trajlab.verl.readback import assign_record_runs, record_step_columns
 
             rec_cols = record_step_columns(assign_record_runs(record_files, [(f.path, f.run) for f in inputs]))
@@ -171,6 +173,7 @@ def scan(
         point_at_tables(keep, parts_root, n_driver_errors, mkey)
         steps = pq.ParquetFile(table_path(out, "steps")).read()  # read_table would load pyarrow.dataset
         metrics_report = training_metrics(out, paths, request, [(f.path, f.run) for f in inputs])
+        release_memory()  # the steps aggregate and the metrics are done with their buffers
         summary = summarise(out, keep, steps, time.perf_counter() - t0, rollout_n=opts.rollout_n)
         summary.skipped = skipped
         summary.retired = [f"{out / name}" for name in retired]

@@ -13,9 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from trajlab.ingest import FileTask
+from trajlab.memory import release_memory
 from trajlab.scan.engines import read_unit
 from trajlab.scan.options import WorkerOptions
 from trajlab.scan.parts import RangeParts, write_unit_parts
@@ -82,14 +81,3 @@ def worker_threads(n_workers: int) -> Iterator[int | None]:
         yield threads
     finally:
         os.environ.pop(POLARS_THREADS_ENV, None)
-
-
-def release_memory() -> None:
-    """Hand freed memory back to the OS between units (a long-lived worker otherwise keeps its peak)."""
-    pa.default_memory_pool().release_unused()
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
