@@ -65,7 +65,13 @@ def test_a_foreign_or_newer_trip_file_is_one_line(tmp_path: Path) -> None:
     assert read_trip_file(tmp_path) is None
     (tmp_path / TRIP_FILE).write_text('{"stop": true}\n')
     with pytest.raises(InputError, match="is not a trip file written by trajlab watch"):
-        TrajlabBreaker(trip=tmp_path, started=0.0).on_save(global_step=1)
+        TrajlabBreaker(trip=tmp_path, started=0.0)  # when verl builds it, before training
+    (tmp_path / TRIP_FILE).unlink()
+    cb = TrajlabBreaker(trip=tmp_path, started=0.0)
+    (tmp_path / TRIP_FILE).write_text("not json")  # replaced while training: warned once, the run goes on
+    with pytest.warns(UserWarning, match="is not a trip file written by trajlab watch; the run goes on"):
+        cb.on_save(global_step=2)
+    cb.on_save(global_step=3)
     write_trip_file(tmp_path, [{"run": "r", "step": 3, "rate": 0.5, "reason": "fail_above", "noticed_step": 3}])
     raw = json.loads((tmp_path / TRIP_FILE).read_text())
     (tmp_path / TRIP_FILE).write_text(json.dumps({**raw, "version": 99}))

@@ -7,7 +7,9 @@ after every checkpoint save; an exception raised there propagates and ends train
 (``verl/trainer/ppo/checkpoint_callback.py``; called from ``verl/trainer/ppo/v1/trainer_base.py`` after the
 tracker file is written). :class:`TrajlabBreaker` reads the trip file ``trajlab watch -o OUT`` writes
 (:mod:`trajlab.tripfile`) and raises :class:`BreakerTripped` when it holds a trip written after this trainer
-started (a trip of an earlier attempt, before the run was resumed, does not stop the new one).
+started (a trip of an earlier attempt, before the run was resumed, does not stop the new one). A path that holds
+something other than a trip file fails when verl builds the callback, before training; a trip file that becomes
+unreadable later is warned about and never aborts training by itself.
 
 Where the trip file is: ``+trainer.trajlab_trip=OUT`` (the watch's output directory or its ``trip.json``), else
 the environment variable ``TRAJLAB_TRIP`` of the driver process. Steps that save nothing cannot stop here; the
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trajlab.errors import InputError
 from trajlab.tripfile import read_trip_file
 
 #: the driver's environment variable naming the trip file (or the watch's output directory)
@@ -63,17 +66,30 @@ class TrajlabBreaker:
         where = trip or _config_trip(config) or os.environ.get(TRIP_ENV_VAR)
         self.trip_path = Path(where) if where else None
         self.started = time.time() if started is None else started
+        self._warned = False
         if self.trip_path is None:
             import warnings
 
             warnings.warn("trajlab breaker: no trip file named (set +trainer.trajlab_trip=OUT, the -o directory of "
                           "`trajlab watch`, or $TRAJLAB_TRIP); the breaker will never stop this run", stacklevel=2)
+        else:
+            read_trip_file(self.trip_path)  # a path that holds something else fails here, before training starts
 
     def tripped(self) -> dict[str, Any] | None:
-        """The trip file's first trip when it was written after this trainer started, else None."""
+        """The trip file's first trip when it was written after this trainer started, else None. A trip file that
+        cannot be read during training (replaced by something else, a disk error) is warned about once and does
+        not stop the run: the breaker never aborts training on its own failure."""
         if self.trip_path is None:
             return None
-        got = read_trip_file(self.trip_path)
+        try:
+            got = read_trip_file(self.trip_path)
+        except InputError as e:
+            if not self._warned:
+                import warnings
+
+                warnings.warn(f"trajlab breaker: {e.args[0] if e.args else e}; the run goes on", stacklevel=2)
+                self._warned = True
+            return None
         if not got or not got["trips"] or float(got.get("written_at") or 0) < self.started:
             return None
         return dict(got["trips"][0], next=got.get("next") or [], out=got.get("out"))
