@@ -4,6 +4,7 @@ record files while the malformed-call rate is still flat."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -99,3 +100,30 @@ def test_watch_trips_on_control_tokens_while_the_malformed_rate_is_flat(tmp_path
     assert all(s["malformed_calls"] == 0 for s in res.summary.steps)  # the rate said nothing
     got = read_trip_file(tmp_path / "out")
     assert got is not None and got["trips"][0]["reason"] == "control_tokens" and got["trips"][0]["detail"] == t.detail
+
+
+def test_watch_trips_on_the_sampled_control_tokens_of_exact_token_dumps(tmp_path: Path) -> None:
+    """NeMo-RL dumps carry the sampler's log-probs: watch trips on their control tokens with no record file."""
+    from trajlab.ingest import token_text
+
+    tok = token_text.load("qwen3.5")
+    prompt = ("<|im_start|>user\nWho wrote Hamlet?<|im_end|>\n<|im_start|>assistant\n")
+    call = "<tool_call>\n<function=search>\n<parameter=query>\nHamlet\n</parameter>\n</function>\n</tool_call>"
+    rng = random.Random(2)
+    run = tmp_path / "runs" / "nemo"
+    run.mkdir(parents=True)
+    for step in range(1, 31):
+        lp = -0.2 + 0.01 * rng.gauss(0, 1) - (0.05 * (step - 24) if step >= 24 else 0.0)
+        p_ids = tok.encode(prompt, add_special_tokens=False)
+        g_ids = tok.encode(call + "<|im_end|>", add_special_tokens=False)
+        ids, mask = p_ids + g_ids, [0] * len(p_ids) + [1] * len(g_ids)
+        row = {"content": [[prompt, call + "<|im_end|>"]], "rewards": [1.0], "input_lengths": [len(ids)],
+               "token_ids": [ids], "token_loss_mask": [mask], "sample_loss_mask": [1.0],
+               "advantages": [[0.0] * len(ids)], "generation_logprobs": [[lp if m else 0.0 for m in mask]],
+               "prev_logprobs": [[0.0] * len(ids)], "idx": 0}
+        (run / f"train_data_step{step}.jsonl").write_text(json.dumps(row) + "\n")
+    trips: list = []
+    res = watch(WatchOptions(paths=[run], out=tmp_path / "out", interval=0.05, idle_exit=0.3, publish_every=30),
+                on_trip=trips.append)
+    assert res.stopped == "trip" and [(t.reason, t.run) for t in trips] == [("control_tokens", "nemo")]
+    assert 24 <= trips[0].step <= 27 and all(s["malformed_calls"] == 0 for s in res.summary.steps)

@@ -84,7 +84,7 @@ class WatchOptions:
     jobs: int = 1  # worker processes of each publish's scan, as ScanOptions.jobs (0 = one per CPU)
     metrics: tuple[str, ...] = ()  # --metrics [NAME=]PATH: the trainer's logs, read at every publish
     tensorboard: Path | None = None  # --tensorboard DIR: trajlab's scalars rewritten at every publish
-    #: trip on the control-token statistic of the verl reward's record files (trajlab.control_trip) as well
+    #: trip on the control-token statistic (the verl reward's record files, exact-token dumps) as well (trajlab.control_trip)
     control: bool = True
     control_tau: float | None = None  # a fixed τ for control_logprob_mean (None: calibrated on the run's first steps)
     control_k: float = CONTROL_K  # the calibrated τ's distance from the baseline, in scaled MADs
@@ -187,6 +187,7 @@ class Watcher:
         self.unprinted = 0
         self.tripped: set[tuple[str, str]] = set()
         self.records_key: str | None = None  # the verl reward record files last read (trajlab.verl.records)
+        self.exact_dirty = False  # exact-token control figures arrived since the last control-token check
         self.lines: list[StepLine] = []
         self.emit = emit or (lambda line: None)
         self.on_trip_event = on_trip_event
@@ -228,9 +229,10 @@ class Watcher:
         return self._report(touched) + self._control_trips()
 
     def _control_trips(self) -> list[Trip]:
-        """Trips on the control-token statistic (:func:`trajlab.control_trip.control_trip`) of each run's verl
-        reward record files (:mod:`trajlab.verl.records`) under the watched paths; read again only when they
-        changed."""
+        """Trips on the control-token statistic (:func:`trajlab.control_trip.control_trip`) of each run: from the
+        verl reward's record files (:mod:`trajlab.verl.records`) under the watched paths, else from the sampled
+        control tokens of exact-token inputs (NeMo-RL, slime: ``rollout_tokens``); checked again only when new
+        figures came in."""
         if not self.opts.control or (self.trips and not self.opts.keep_watching):
             return []
         from trajlab.control_trip import control_trip, describe
@@ -245,16 +247,23 @@ class Watcher:
 
         files = [p for p in find_record_files(self.opts.paths) if self.out.resolve() not in p.resolve().parents]
         key = records_fingerprint(files)
-        if not files or key == self.records_key:
+        if (not files or key == self.records_key) and not self.exact_dirty:
             return []
-        self.records_key = key
+        self.records_key, self.exact_dirty = key, False
+        figures: dict[str, list[dict[str, Any]]] = {}  # run -> per-step control_logprob_mean
+        for r in self.steps():  # exact-token inputs: the sampled control tokens of the train steps
+            if r["split"] == "train" and r["ctl_n"] and r["step"] is not None:
+                figures.setdefault(r["run"], []).append({"step": r["step"],
+                                                          "control_logprob_mean": r["ctl_sum"] / r["ctl_n"]})
+        by_run = assign_record_runs(files, [(f.info.path, f.info.run) for f in self.files.values()]) if files else {}
+        for run, mine in by_run.items():  # the verl reward's records (a run with both: the records)
+            rows = [r for d in sorted({f.parent for f in mine}) for r in read_records(d) if is_training_record(r)]
+            figures[run] = step_figures(rows)
         new = []
-        by_run = assign_record_runs(files, [(f.info.path, f.info.run) for f in self.files.values()])
-        for run, mine in sorted(by_run.items()):
+        for run, rows in sorted(figures.items()):
             if (run, "control_tokens") in self.tripped:
                 continue
-            rows = [r for d in sorted({f.parent for f in mine}) for r in read_records(d) if is_training_record(r)]
-            trip = control_trip(step_figures(rows), tau=self.opts.control_tau, k=self.opts.control_k)
+            trip = control_trip(rows, tau=self.opts.control_tau, k=self.opts.control_k)
             if trip is not None:
                 new.append(self._trip(Trip(run, trip["step"], trip["value"], "control_tokens", trip["noticed_step"],
                                            detail=describe(trip))))
@@ -338,23 +347,38 @@ class Watcher:
         touched = set()
         for r in aggregate_steps(pl.from_arrow(traj).lazy(), pl.from_arrow(calls).lazy()):
             key = (r["run"], r["split"], r["step"])
-            acc = f.contrib.setdefault(key, {"trajectories": 0, "calls": 0, "malformed_calls": 0, "cats": Counter()})
+            acc = f.contrib.setdefault(key, _new_acc())
             acc["trajectories"] += r["trajectories"]
             acc["calls"] += r["calls"]
             acc["malformed_calls"] += r["malformed_calls"]
             acc["cats"].update(dict(r["category_counts"]))
             touched.add(key)
+        tokens = range_table(wdir, k, "rollout_tokens")  # exact tokens (NeMo-RL, slime): the sampled control tokens
+        if tokens.num_rows:
+            tok_df, traj_df = pl.from_arrow(tokens), pl.from_arrow(traj)
+            assert isinstance(tok_df, pl.DataFrame) and isinstance(traj_df, pl.DataFrame)  # (tables, not arrays)
+            ctl = (tok_df.lazy().filter(pl.col("generated") & pl.col("control") & pl.col("logprob").is_not_null())
+                   .join(traj_df.lazy().select("trajectory_id", "run", "split", "step"), on="trajectory_id",
+                         how="inner")
+                   .group_by("run", "split", "step").agg(pl.col("logprob").sum().alias("s"), pl.len().alias("n"))
+                   .collect())
+            for run, split, step, total, n in ctl.iter_rows():
+                acc = f.contrib.setdefault((run, split, step), _new_acc())
+                acc["ctl_sum"] += total
+                acc["ctl_n"] += n
+                self.exact_dirty = True
         return touched
 
     # -- aggregates, warnings, trips -------------------------------------------------------------------
 
     def steps(self) -> list[dict[str, Any]]:
-        """Per (run, split, step) rows summed over every file seen (what ``steps`` will hold)."""
+        """Per (run, split, step) rows summed over every file seen (what ``steps`` will hold; ``ctl_sum`` /
+        ``ctl_n``: the sampled control tokens' log-probs of exact-token inputs)."""
         tot: dict[tuple[str, str, int | None], dict[str, Any]] = {}
         for f in self.files.values():
             for key, acc in f.contrib.items():
-                t = tot.setdefault(key, {"trajectories": 0, "calls": 0, "malformed_calls": 0, "cats": Counter()})
-                for k in ("trajectories", "calls", "malformed_calls"):
+                t = tot.setdefault(key, _new_acc())
+                for k in ("trajectories", "calls", "malformed_calls", "ctl_sum", "ctl_n"):
                     t[k] += acc[k]
                 t["cats"].update(acc["cats"])
         return [{"run": k[0], "split": k[1], "step": k[2], **v,
@@ -492,6 +516,11 @@ def _has_newline(path: Path, limit: int = 1 << 24) -> bool:
             if limit <= 0:
                 return True
     return False
+
+
+def _new_acc() -> dict[str, Any]:
+    """One (run, split, step)'s running sums in :class:`Watcher`."""
+    return {"trajectories": 0, "calls": 0, "malformed_calls": 0, "cats": Counter(), "ctl_sum": 0.0, "ctl_n": 0}
 
 
 def run_trip_command(cmd: str, trip: Trip, out: Path) -> int:

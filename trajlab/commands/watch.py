@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
         window: int = typer.Option(10, "--window", help="Steps considered by --fail-above."),
         no_warning_trip: bool = typer.Option(False, "--no-warning-trip", help="Do not trip on a run's early warning (only on --fail-above)."),
         on_trip: str | None = typer.Option(None, "--on-trip", help="Shell command run on a trip, with TRAJLAB_RUN, TRAJLAB_STEP, TRAJLAB_RATE, TRAJLAB_REASON, TRAJLAB_OUT set."),
-        no_control_trip: bool = typer.Option(False, "--no-control-trip", help="Do not trip on the control-token statistic of the verl reward's record files."),
+        no_control_trip: bool = typer.Option(False, "--no-control-trip", help="Do not trip on the control-token statistic (the verl reward's record files, exact-token dumps)."),
         control_tau: float | None = typer.Option(None, "--control-tau", help="A fixed threshold for control_logprob_mean (default: calibrated on the run's own first 20 steps)."),
         keep_watching: bool = typer.Option(False, "--keep-watching", help="After a trip, keep watching (each run trips once per reason) instead of exiting 3."),
         publish_every: float = typer.Option(60.0, "--publish-every", help="Seconds between refreshing OUT's tables (0: after every look that found data)."),
@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
         tensorboard: Path | None = opt.tensorboard_option(),
     ) -> None:
         """Follow a live run: scan each new or grown step file as it lands, print one line per step, and trip
-        (exit 3, or run --on-trip) when a run's early warning fires, --fail-above is exceeded, or the control-token statistic of the verl reward's record files leaves the band of the run's first steps. Each trip is written to OUT/trip.json (for the verl breaker and `trajlab handoff`).
+        (exit 3, or run --on-trip) when a run's early warning fires, --fail-above is exceeded, or the control-token statistic (the verl reward's record files, or exact-token dumps) leaves the band of the run's first steps. Each trip is written to OUT/trip.json (for the verl breaker and `trajlab handoff`).
 
         Ctrl-C stops cleanly; OUT is then exactly what `trajlab scan PATHS -o OUT` writes.
 
