@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.verl_venv import SKIP, TASK, verl_python
+from helpers.verl_venv import SKIP, TASK, run_helper, verl_python
 
 from trajlab.verl.exact import EXACT_KEYS
 from trajlab.verl.reward import compute_score, reward_keys
@@ -131,11 +131,7 @@ def doc_configs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     spec = {"blocks": blocks, "record": rec, "tokenizer_dir": str(qwen3_tokenizer_dir())}
 
     def run(spec: dict, pythonpath: str, tag: str) -> dict:
-        (d / f"{tag}.json").write_text(json.dumps(spec))
-        p = subprocess.run([py, str(HELPER), str(d / f"{tag}.json"), str(d / f"{tag}_out.json")], capture_output=True,
-                           text=True, env={**env, "PYTHONPATH": pythonpath}, timeout=600, cwd=d)
-        assert p.returncode == 0, p.stderr[-3000:]
-        return json.loads((d / f"{tag}_out.json").read_text())
+        return run_helper(py, HELPER, spec, d, tag=tag, env={**env, "PYTHONPATH": pythonpath}, cwd=d)
 
     got = run(spec, str(ROOT), "checkout")
     # a real install into a site-packages directory: the README's command prints that copy's path

@@ -10,13 +10,10 @@ manager. The record file is read back with :func:`trajlab.verl.records.read_reco
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.verl_venv import SKIP, verl_python
+from helpers.verl_venv import SKIP, run_helper, verl_python
 
 from trajlab.verl.exact import EXACT_KEYS
 from trajlab.verl.records import read_records, record_files, step_figures
@@ -45,12 +42,7 @@ def verl_exact(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     d = tmp_path_factory.mktemp("verl_exact")
     spec = {"tokenizer_dir": str(qwen3_tokenizer_dir()), "record_dir": str(d / "records"), "samples": SAMPLES}
-    (d / "spec.json").write_text(json.dumps(spec))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([py, str(HELPER), str(d / "spec.json"), str(d / "out.json")], capture_output=True, text=True,
-                       env=env, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    out = json.loads((d / "out.json").read_text())
+    out = run_helper(py, HELPER, spec, d)
     out["_record_dir"] = str(d / "records")
     return out
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from helpers.verl3_texts import FAMILIES, VERL3_SPECIALS
+from helpers.verl_venv import run_helper, verl_python
 
 from trajlab.ingest.turns import split_turns
 from trajlab.toolcalls.verl_parser import verl_calls
@@ -25,14 +25,6 @@ sys.path.insert(0, str(ROOT / "sample_data"))
 RUNS = {"seed": "seed_oss_run", "minimax": "minimax_m2_run", "gemma4": "gemma4_run"}
 
 
-def _verl_python() -> str | None:
-    venv = Path(os.environ.get("VERLSFT_VENV", os.path.join(os.environ.get("TMPDIR", "/tmp"), "verlsft-venv")))
-    py = venv / "bin" / "python"
-    if not py.is_file():
-        return None
-    probe = subprocess.run([str(py), "-c", "import verl, regex, pydantic, tokenizers, transformers"],
-                           capture_output=True)
-    return str(py) if probe.returncode == 0 else None
 
 
 def _run_texts(fmt: str) -> list[str]:
@@ -48,7 +40,7 @@ def _run_texts(fmt: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def texts_and_verl(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str]], dict]:
-    py = _verl_python()
+    py = verl_python("verl, regex, pydantic, tokenizers, transformers")
     if py is None:
         pytest.skip("the verl 0.9.1 venv could not be built (run ../shared/tools/verl-sft-check/verl_sft_setup.sh)")
     from trajlab.rescore.qwen_tokenizers import qwen3_tokenizer_dir
@@ -59,12 +51,9 @@ def texts_and_verl(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, 
     fmts = sorted(texts)
     specs = [{"parser": fmt, "tokenizer_json": tok_json, "special_tokens": VERL3_SPECIALS[fmt], "texts": texts[fmt]}
              for fmt in fmts]
-    (d / "spec.json").write_text(json.dumps(specs, ensure_ascii=False), encoding="utf-8")
-    res = subprocess.run([py, str(HELPER), str(d / "spec.json"), str(d / "out.json")], capture_output=True, text=True,
-                         timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
+    got = run_helper(py, HELPER, specs, d, env=dict(os.environ))
     out: dict = {}
-    for fmt, rows in zip(fmts, json.loads((d / "out.json").read_text(encoding="utf-8"))["results"], strict=True):
+    for fmt, rows in zip(fmts, got["results"], strict=True):
         assert [r["decoded"] for r in rows] == texts[fmt]  # the ids carry the exact text
         out[fmt] = [{"calls": [[n, json.loads(a)] for n, a in r["calls"]], "content": r["content"]} for r in rows]
     return texts, out

@@ -12,13 +12,11 @@ The checkout reaches the venv through ``PYTHONPATH`` (nothing is installed into 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 from helpers.harmony_kept import HARMONY_SPECIALS, kept_records, strip_specials
-from helpers.verl_venv import SKIP, TASK, verl_python
+from helpers.verl_venv import SKIP, TASK, run_helper, verl_python
 
 from trajlab.ingest.verl_jsonl import to_trajectory
 from trajlab.trajectory import analyze_trajectory
@@ -66,12 +64,7 @@ def verl_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "gpt_oss": gpt_oss, "special_families": {"kimi": KIMI_SPECIALS, "gpt_oss": HARMONY_SPECIALS},
             "task_file": str(d / "task.py"), "tools_file": str(d / "tools.json"),
             "tokenizer_dir": str(qwen3_tokenizer_dir())}
-    (d / "spec.json").write_text(json.dumps(spec))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([py, str(HELPER), str(d / "spec.json"), str(d / "out.json")], capture_output=True, text=True,
-                       env=env, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    out = json.loads((d / "out.json").read_text())
+    out = run_helper(py, HELPER, spec, d)
     out["_spec"] = spec
     return out
 

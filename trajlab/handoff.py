@@ -13,7 +13,6 @@ a placeholder (``CKPT``, ``BASE_MODEL``) where it is not.
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,22 +68,17 @@ class Handoff:
 
 
 def latest_checkpoint(root: Path) -> Path:
-    """The newest ``global_step_N`` under a verl checkpoint root (its tracker file first, else the highest N).
+    """The newest ``global_step_N`` under a verl checkpoint root (its tracker file first, else the highest N;
+    :func:`trajlab.rescore.checkpoints.resolve.latest_step_dir`).
 
     Raises :class:`~trajlab.errors.InputError` when there is none."""
-    tracker = root / "latest_checkpointed_iteration.txt"
-    try:
-        step = int(tracker.read_text(encoding="utf-8").strip())
-        if (root / f"global_step_{step}").is_dir():
-            return root / f"global_step_{step}"
-    except (OSError, ValueError):
-        pass
-    steps = [(int(m.group(1)), p) for p in root.glob("global_step_*") if p.is_dir()
-             and (m := re.fullmatch(r"global_step_(\d+)", p.name))]
-    if not steps:
+    from trajlab.rescore.checkpoints.resolve import latest_step_dir
+
+    found = latest_step_dir(root)
+    if found is None:
         raise InputError(f"{root}: no global_step_N checkpoint directory",
                          hint=f"give {param('checkpoint_root', metavar='DIR')} the run's trainer.default_local_dir")
-    return max(steps)[1]
+    return found
 
 
 def handoff_commands(pool: Path, checkpoint: Path | None, max_length: int) -> list[str]:
@@ -92,7 +86,7 @@ def handoff_commands(pool: Path, checkpoint: Path | None, max_length: int) -> li
     resume RL from the SFT model."""
     q = shlex.quote
     ckpt = q(str(checkpoint)) if checkpoint is not None else "CKPT"
-    hf = f"{ckpt}/actor/huggingface_merged" if checkpoint is not None else "CKPT/actor/huggingface_merged"
+    hf = f"{ckpt}/actor/huggingface_merged"
     sft_dir = q(str(pool / "sft_checkpoints"))
     return [
         f"python -m verl.model_merger merge --backend fsdp --local_dir {ckpt}/actor --target_dir {hf}",
@@ -119,9 +113,9 @@ def handoff(out: str | Path, options: HandoffOptions | None = None, *, progress:
         raise InputError(f"{out}: no such directory",
                          hint="give the -o directory of `trajlab watch` (or of `trajlab scan`, with a step to cut at)")
     trip = read_trip_file(out)
-    first = (trip or {}).get("trips", [None])[0] if trip else None
-    run = opts.run or (first or {}).get("run")
-    step = opts.split_step or (first or {}).get("step")
+    first = trip["trips"][0] if trip and trip["trips"] else {}
+    run = opts.run or first.get("run")
+    step = opts.split_step or first.get("step")
     if step is None:
         raise InputError(f"{out}: no trip file (trip.json) and no step to cut at",
                          hint=f"give the step, e.g. {param('split_step', 88)} (the early-warning step of `trajlab scan`)")
@@ -132,4 +126,4 @@ def handoff(out: str | Path, options: HandoffOptions | None = None, *, progress:
                              progress=progress)
     samples = {k: int(v) for k, v in summary.selected.items()}
     return Handoff(run=run or "", split_step=int(step), pool=Path(pool), samples=samples, checkpoint=checkpoint,
-                   commands=handoff_commands(Path(pool).resolve(), checkpoint, opts.max_length), trip=first)
+                   commands=handoff_commands(Path(pool).resolve(), checkpoint, opts.max_length), trip=first or None)

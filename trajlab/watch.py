@@ -188,6 +188,7 @@ class Watcher:
         self.tripped: set[tuple[str, str]] = set()
         self.records_key: str | None = None  # the verl reward record files last read (trajlab.verl.records)
         self.exact_dirty = False  # exact-token control figures arrived since the last control-token check
+        self.record_figures: dict[str, list[dict[str, Any]]] = {}  # run -> step_figures of its record files
         self.lines: list[StepLine] = []
         self.emit = emit or (lambda line: None)
         self.on_trip_event = on_trip_event
@@ -249,16 +250,18 @@ class Watcher:
         key = records_fingerprint(files)
         if (not files or key == self.records_key) and not self.exact_dirty:
             return []
+        if key != self.records_key:  # the verl reward's records, read again only when they changed
+            by_run = assign_record_runs(files, [(f.info.path, f.info.run) for f in self.files.values()])
+            self.record_figures = {
+                run: step_figures([r for d in sorted({f.parent for f in mine}) for r in read_records(d)
+                                   if is_training_record(r)]) for run, mine in by_run.items()}
         self.records_key, self.exact_dirty = key, False
         figures: dict[str, list[dict[str, Any]]] = {}  # run -> per-step control_logprob_mean
         for r in self.steps():  # exact-token inputs: the sampled control tokens of the train steps
             if r["split"] == "train" and r["ctl_n"] and r["step"] is not None:
                 figures.setdefault(r["run"], []).append({"step": r["step"],
                                                           "control_logprob_mean": r["ctl_sum"] / r["ctl_n"]})
-        by_run = assign_record_runs(files, [(f.info.path, f.info.run) for f in self.files.values()]) if files else {}
-        for run, mine in by_run.items():  # the verl reward's records (a run with both: the records)
-            rows = [r for d in sorted({f.parent for f in mine}) for r in read_records(d) if is_training_record(r)]
-            figures[run] = step_figures(rows)
+        figures.update(self.record_figures)  # a run with both: the records
         new = []
         for run, rows in sorted(figures.items()):
             if (run, "control_tokens") in self.tripped:

@@ -28,3 +28,19 @@ def verl_python(module: str = "verl.experimental.reward_loop.reward_manager.naiv
         return None
     probe = subprocess.run([str(py), "-c", f"import {module}"], capture_output=True)
     return str(py) if probe.returncode == 0 else None
+
+
+def run_helper(py: str, helper: Path, spec: object, work: Path, *, tag: str = "spec",
+               env: dict[str, str] | None = None, cwd: Path | None = None) -> dict:
+    """Run a ``tests/helpers`` script in the verl venv as ``py helper WORK/TAG.json WORK/TAG_out.json`` (the spec
+    written as JSON, the checkout on ``PYTHONPATH`` unless ``env`` says otherwise); returns its JSON output and
+    fails the test with the script's stderr when it exits non-zero."""
+    import json
+
+    root = Path(__file__).resolve().parents[2]
+    (work / f"{tag}.json").write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
+    p = subprocess.run([py, str(helper), str(work / f"{tag}.json"), str(work / f"{tag}_out.json")],
+                       capture_output=True, text=True, timeout=600, cwd=cwd,
+                       env=env if env is not None else {**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads((work / f"{tag}_out.json").read_text(encoding="utf-8"))

@@ -91,6 +91,15 @@ def _tracked_step(root: Path) -> int | None:
         return None
 
 
+def latest_step_dir(root: Path) -> Path | None:
+    """The newest ``global_step_N`` (or ``checkpoint-N``) directory of a checkpoint root: the one verl's tracker
+    file names when it exists, else the highest N; None when there is none."""
+    children = _step_children(root) if root.is_dir() else []
+    tracked = _tracked_step(root)
+    named = [d for n, d in children if n == tracked]
+    return named[0] if named else (children[-1][1] if children else None)
+
+
 def _is_megatron(d: Path) -> bool:
     if (d / "dist_ckpt").is_dir() or (d / "ckpt_contents.json").is_file() or (d / "transformer_config.json").is_file():
         return True
