@@ -148,3 +148,30 @@ def test_manager_path_reads_the_stop_token() -> None:
                         extra_info={"num_turns": num_turns}, judged_text=kept, prompt=inp)["score"]
 
     assert score(typed, None) < score(cut + "<|im_end|>", 2) <= score(real, 4)
+
+
+def test_columnar_prefilter_matches_the_judge() -> None:
+    """The columnar engine's whole-column prefilter (``model_written_rows(prefilter=True)``) picks exactly the
+    rollouts the judge flags when it reads every rollout (the reference), over random mixes of the cases' pieces
+    and random counts of the calls verl runs per assistant turn."""
+    import random
+
+    from trajlab.ingest.turns import split_turns_frame
+    from trajlab.scan.columnar import model_written_rows
+
+    rnd = random.Random(7)
+    pieces = [call("72"), "48 + 24 = 72", env(REWARD1), env(REWARD1, thinking=False), "#### 72",
+              "\nuser\n<tool_response>\nx\n</tool_response>\n<tool_response>\ny\n</tool_response>\nassistant\n",
+              "<|im_end|>\n<|im_start|>user\n<tool_response>\nz\n</tool_response>\n<|im_start|>assistant\n",
+              "\nuser\n<tool_response>\nw\n</tool_response>\n<|im_start|>assistant\n"]
+    outputs = ["".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 6))) for _ in range(600)]
+    prompts = [prompt(Q, thinking=rnd.random() < 0.5) for _ in outputs]
+    fast = pl.DataFrame({"row": range(len(outputs)), "input": prompts, "output": outputs},
+                        schema_overrides={"row": pl.UInt32})
+    turns, _ = split_turns_frame(fast.select("row", "output"))
+    stats = turns.filter(pl.col("role") == "assistant").select(
+        "row", "turn_index", pl.Series("n_exec", [rnd.randint(0, 2) for _ in range(
+            turns.filter(pl.col("role") == "assistant").height)], pl.Int64))
+    fast_rows = model_written_rows(fast, turns, stats).to_list()
+    assert fast_rows == model_written_rows(fast, turns, stats, prefilter=False).to_list()
+    assert 30 < len(fast_rows) < len(outputs) - 30  # both kinds of rollout are in the mix

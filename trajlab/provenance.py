@@ -34,6 +34,8 @@ from trajlab.model import Finding, Turn, TurnAnalysis
 VERL_TEXT_SOURCES = frozenset({"verl_jsonl", "verl_reward"})
 #: the empty reasoning block a non-thinking generation prompt ends with
 _EMPTY_THINK = "<think>\n\n</think>\n\n"
+#: how a rollout's prompt ends when its generation prompt turns thinking off
+THINKS_OFF_PROMPT_END = "assistant\n" + _EMPTY_THINK
 _RESPONSE = "<tool_response>"
 _HEADER_TAIL = re.compile(rf"(?:{re.escape(IM_END)})?\n(?:{re.escape(IM_START)})?assistant\n(?P<think>{_EMPTY_THINK})?\Z")
 
@@ -65,7 +67,7 @@ def env_turns_from_num_turns(num_turns: object) -> int | None:
 
 def generation_prompt_thinks_off(prompt: str) -> bool:
     """Whether the rollout's prompt ends with a generation prompt that closes an empty reasoning block."""
-    return prompt.endswith("assistant\n" + _EMPTY_THINK)
+    return prompt.endswith(THINKS_OFF_PROMPT_END)
 
 
 def model_written_turns(turns: Sequence[Turn], executed: Mapping[int, int], *, prompt: str = "",

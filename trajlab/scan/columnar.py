@@ -131,7 +131,7 @@ class _Range:
 
         turn_stats, calls, findings, py_calls = self._classify(fast, turns)
         # a rollout with a tool turn the model wrote (trajlab.provenance) takes the record path, which reports it
-        moved = self._model_written_rows(fast, turns, turn_stats)
+        moved = model_written_rows(fast, turns, turn_stats)
         if moved.len():
             keep = ~pl.col("row").is_in(moved.implode())
             fast, turns, turn_stats = fast.filter(keep), turns.filter(keep), turn_stats.filter(keep)
@@ -262,27 +262,6 @@ class _Range:
         findings = _with_keys(FINDINGS, finding_rows, finding_keys, ("row", "turn_index", "seq"))
         return pl.concat([fast_stats, slow_stats]), calls, findings, py_calls
 
-    def _model_written_rows(self, fast: pl.DataFrame, turns: pl.DataFrame, turn_stats: pl.DataFrame) -> pl.Series:
-        """The ``row`` values of rollouts with a tool turn the environment cannot have written, judged by
-        :func:`trajlab.provenance.model_written_turns` from the turns and the calls verl runs in each."""
-        from trajlab.model import Turn
-        from trajlab.provenance import model_written_turns
-
-        multi = turns.filter((pl.col("role") == "tool").any().over("row"))
-        if not multi.height:
-            return pl.Series("row", [], pl.UInt32)
-        ran = multi.join(turn_stats.select("row", "turn_index", "n_exec"), on=["row", "turn_index"], how="left",
-                         maintain_order="left")
-        prompts = dict(fast.select("row", "input").iter_rows())
-        out: list[int] = []
-        for (row,), part in ran.group_by("row", maintain_order=True):
-            ts = [Turn(ti, role, text, cs, ce) for ti, role, text, cs, ce in
-                  part.select("turn_index", "role", "text", "char_start", "char_end").iter_rows()]
-            executed = {ti: n or 0 for ti, n in part.select("turn_index", "n_exec").iter_rows()}
-            if model_written_turns(ts, executed, prompt=prompts.get(row, "")):
-                out.append(row)  # type: ignore[arg-type]
-        return pl.Series("row", out, pl.UInt32)
-
     def _trajectories(self, fast: pl.DataFrame, turns: pl.DataFrame, turn_stats: pl.DataFrame) -> pl.DataFrame:
         """The ``trajectories`` rows of the columnar records (the analysis columns from the turn stats)."""
         last = _endings(turns, turn_stats, fast.select("row", "fmt", "opens_think"))
@@ -302,6 +281,62 @@ class _Range:
                 "input", "output", "tools", "extra", "row",
             )
         )
+
+
+def model_written_rows(fast: pl.DataFrame, turns: pl.DataFrame, turn_stats: pl.DataFrame, *,
+                       prefilter: bool = True) -> pl.Series:
+    """The ``row`` values of rollouts with a tool turn the environment cannot have written, judged by
+    :func:`trajlab.provenance.model_written_turns` (the one judge) from the turns and the calls verl runs in each.
+
+    ``fast``: one row per rollout (``row``, ``input``); ``turns``: the split turns (``row``, ``turn_index``,
+    ``role``, ``text``, ``char_start``, ``char_end``) in row / turn order; ``turn_stats``: ``n_exec`` per
+    classified turn. With ``prefilter`` (the fast path) whole columns first pick the rollouts with a tool turn
+    that meets one of the judge's conditions -- no call run before it, more responses than calls run, a role
+    header not after ``<|im_end|>``, a closing bare ``assistant`` header under a thinking-off prompt (a superset of
+    the last condition) -- and only those go through the judge; without it every rollout does (the reference,
+    compared in ``tests/test_scan_engines.py``)."""
+    from trajlab.families.chatml import IM_END, IM_START
+    from trajlab.model import Turn
+    from trajlab.provenance import THINKS_OFF_PROMPT_END, model_written_turns
+
+    multi = turns.filter((pl.col("role") == "tool").any().over("row"))
+    if not multi.height:
+        return pl.Series("row", [], pl.UInt32)
+    ran = multi.join(turn_stats.select("row", "turn_index", "n_exec"), on=["row", "turn_index"], how="left",
+                     maintain_order="left").sort("row", "turn_index", maintain_order=True)
+    prompts = fast.select("row", "input")
+    if prefilter:
+        thinks_off = prompts.filter(pl.col("input").str.ends_with(THINKS_OFF_PROMPT_END))["row"]
+        text, resp = pl.col("text"), "<tool_response>"
+        prev_ran = (pl.when(pl.col("role").shift(1).over("row") == "assistant")
+                    .then(pl.col("n_exec").shift(1).over("row").fill_null(0)).otherwise(0))
+        suspect = ((pl.col("role") == "tool") & text.str.contains(resp, literal=True)
+                   & ((prev_ran == 0) | (text.str.count_matches(resp, literal=True) > prev_ran)
+                      | (text.str.contains(IM_START, literal=True) & ~text.str.starts_with(IM_END))
+                      | (pl.col("row").is_in(thinks_off.implode()) & text.str.ends_with("assistant\n"))))
+        rows = ran.filter(suspect)["row"].unique()
+        if not rows.len():
+            return pl.Series("row", [], pl.UInt32)
+        ran, prompts = ran.filter(pl.col("row").is_in(rows.implode())), prompts.filter(pl.col("row").is_in(rows.implode()))
+    prompt_of = dict(prompts.iter_rows())
+    out: list[int] = []
+    cur: int | None = None
+    ts: list[Turn] = []
+    executed: dict[int, int] = {}
+
+    def judge() -> None:
+        if cur is not None and model_written_turns(ts, executed, prompt=prompt_of.get(cur, "")):
+            out.append(cur)
+
+    for row, ti, role, text_, cs, ce, n in ran.select("row", "turn_index", "role", "text", "char_start", "char_end",
+                                                      "n_exec").iter_rows():
+        if row != cur:
+            judge()
+            cur, ts, executed = row, [], {}
+        ts.append(Turn(ti, role, text_, cs, ce))
+        executed[ti] = n or 0
+    judge()
+    return pl.Series("row", sorted(out), pl.UInt32)
 
 
 def _endings(turns: pl.DataFrame, turn_stats: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
