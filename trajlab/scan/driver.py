@@ -38,7 +38,6 @@ from trajlab.scan.cache import (
 )
 from trajlab.scan.engines import for_input_size
 from trajlab.scan.ids import file_digest
-from trajlab.scan.length_limit import settle as settle_length_limit
 from trajlab.scan.options import DEFAULT_CONTROL_PROB, ScanOptions, WorkerOptions, worker_options
 from trajlab.scan.parts import PARTS_DIR, merge_parts, unit_name
 from trajlab.scan.plan import IN_PROCESS_BYTES, UNIT_BYTES, FileEntry, chunk_bytes_or_default, file_key, units
@@ -160,8 +159,7 @@ def scan(
         retired = retire_derived(out) if held_key != mkey else []  # a rescore of other tables is not this run's
         if not incremental or held_key != mkey:  # else every table already holds exactly these parts
             begin_write(out)  # a kill from here to the manifest leaves a marker that readers refuse
-            merge_parts(keep, parts_root, out, errors, progress)
-            settle_length_limit(out)  # truncated only near the run's length limit (needs the whole run)
+            merge_parts(keep, parts_root, out, errors, progress)  # settles the length limit per run as it goes
             release_memory()
             from trajlab.verl.readback import assign_record_runs, record_step_columns
 

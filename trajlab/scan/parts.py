@@ -33,6 +33,7 @@ from trajlab.atomic import atomic_path, atomic_write_bytes, commit_temp, temp_be
 from trajlab.ingest import FileTask
 from trajlab.memory import release_memory
 from trajlab.model import IngestError
+from trajlab.scan.length_limit import longest_outputs, run_longest, settle
 from trajlab.scan.plan import FileEntry
 from trajlab.tables import (
     CALLS,
@@ -126,6 +127,7 @@ def write_unit_parts(unit_dir: Path, ranges: list[RangeParts]) -> list[dict[str,
             "batches": span,
             "engine": r.engine,
             "fallback": r.fallback,
+            "longest": longest_outputs(traj),
         }
         r.pdir.mkdir(parents=True, exist_ok=True)
         # a cache (lost is recomputed): no fsync; compact JSON (C encoder: a dump of many small files has many)
@@ -250,20 +252,27 @@ def merge_parts(keep: list[FileEntry], parts_root: Path, out: Path, errors: list
     n_parts = sum(len(e.tasks) for e in keep) * len(PART_TABLES)
     prog = progress_bar(TextColumn("merge"), BarColumn(), MofNCompleteColumn(), TextColumn("part files"),
                         TimeRemainingColumn(), enabled=progress and bool(n_parts))
+    longest = run_longest(st for e in keep for st in e.stats)
     with prog, ThreadPoolExecutor(max_workers=min(len(PART_TABLES), os.cpu_count() or 1)) as ex:
         bar = prog.add_task("merge", total=max(n_parts, 1))
 
         def advance() -> None:
             prog.advance(bar)
 
-        for f in [ex.submit(merge_table, spec, keep, parts_root, out, errors, advance) for spec in PART_TABLES]:
+        for f in [ex.submit(merge_table, spec, keep, parts_root, out, errors, advance,
+                            (lambda t: settle(t, longest)) if spec is TRAJECTORIES else None)
+                  for spec in PART_TABLES]:
             f.result()
     release_memory()  # before the steps aggregate and the summary read the tables back
 
 
 def merge_table(spec: TableSpec, keep: list[FileEntry], parts_root: Path, out: Path,
-                errors: list[IngestError], advance: Callable[[], None] = lambda: None) -> None:
-    """Write ``out/<spec.name>.parquet`` from the parts of ``keep`` (atomically: temp file, then rename)."""
+                errors: list[IngestError], advance: Callable[[], None] = lambda: None,
+                transform: Callable[[pa.Table], pa.Table] | None = None) -> None:
+    """Write ``out/<spec.name>.parquet`` from the parts of ``keep`` (atomically: temp file, then rename), each
+    range's rows through ``transform`` when given (``trajectories``: the length-limit settling,
+    :func:`trajlab.scan.length_limit.settle`)."""
+    fix = transform or (lambda t: t)
     final = table_path(out, spec.name)
     # ranges whose rows are in the previous tables (the cache points there): read back from the old file,
     # which stays in place (open) until the new one replaces it
@@ -281,11 +290,12 @@ def merge_table(spec: TableSpec, keep: list[FileEntry], parts_root: Path, out: P
                         n = st["rows"].get(spec.name, 0)
                         if st.get("unit") is None:
                             if n and old is not None:
-                                rg.add(old.rows(st["offsets"][spec.name], n))
+                                rg.add(fix(old.rows(st["offsets"][spec.name], n)))
                         else:
                             span = st["batches"].get(spec.name)
                             if span:
-                                rg.add(pa.Table.from_batches(readers.batches(st["unit"], *span), schema=spec.schema))
+                                rg.add(fix(pa.Table.from_batches(readers.batches(st["unit"], *span),
+                                                                 schema=spec.schema)))
                         advance()
                 rg.close()
     finally:
