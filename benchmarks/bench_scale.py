@@ -215,12 +215,13 @@ def main(argv: list[str] | None = None) -> int:
         rep = r["report"]
         same = r.get("identical", {})
         print(f"{size:g} GB ({r['input_bytes'] / 1e9:.2f} GB, {r['lines']} lines): scan {s['mb_per_s']:.1f} MB/s "
-              f"({s['seconds']:.0f} s), peak RSS {gib(s['peak_rss'])} (driver {gib(s['peak_rss_driver'])}), "
-              f"second scan {gib(r['scan_b']['peak_rss'])}; report peak RSS "
+              f"({s['seconds']:.0f} s), peak RSS {gib(s['peak_rss'])} (driver {gib(s['peak_rss_driver'])})"
+              + ("" if a.once else f", second scan {gib(r['scan_b']['peak_rss'])}") + "; report peak RSS "
               + ("killed" if rep["killed"] else f"{gib(rep['peak_rss'])} ({rep['seconds']:.0f} s)")
               + f"; output {r['output_bytes'] / 1e9:.3f} GB = {r['output_bytes'] / r['input_bytes']:.2f}x the input "
-              f"(tables {r['tables_bytes'] / 1e9:.3f} GB, cache {r['cache_bytes'] / 1e9:.3f} GB); two scans "
-              + ("byte-identical in every table" if same and all(same.values())
+              f"(tables {r['tables_bytes'] / 1e9:.3f} GB, cache {r['cache_bytes'] / 1e9:.3f} GB)"
+              + ("" if a.once else "; two scans ")
+              + ("" if a.once else "byte-identical in every table" if same and all(same.values())
                  else f"differ in {', '.join(n for n, ok in same.items() if not ok) or '(second scan killed)'}"))
         for name, w in r.get("writers", {}).items():
             print(f"  rewrite {name}: {w['seconds']:.1f} s, peak RSS {gib(w['peak_rss'])}, {w['bytes'] / 1e6:.1f} MB")

@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
 #: DuckDB's memory bound while the report reads a scan (it spills past it): every query aggregates in DuckDB and
 #: only the picked examples carry text, so the report's peak stays near this plus the page, at any scan size
 REPORT_MEMORY = "1GiB"
+#: characters of the output shown on each side of a turn-level finding's span
+EXCERPT_CHARS = 160
 
 
 @dataclass
@@ -260,10 +262,12 @@ def _main_split(steps: list[dict[str, Any]]) -> str:
 
 
 def _examples(con: duckdb.DuckDBPyConnection, views: set[str], per_category: int) -> list[Example]:
-    """Per category: the clearest example (a repaired call first, then the shortest text, earliest step)."""
-    # ranked over narrow columns only (no output or call text): a big scan's findings are ranked without
-    # holding its texts; the text is joined in for the few picked findings
-    rows = query_rows(con, """
+    """Per category: the clearest example (a repaired call first, then the shortest text, earliest step).
+
+    Ranked over narrow columns only (no output or call text), then the texts are read for the few picked
+    findings alone (an ``IN`` filter the table scan applies): a big scan's findings are ranked without holding
+    its texts, and no join ever builds on the trajectories' outputs."""
+    picked = query_rows(con, """
         WITH c AS (
             SELECT call_id, repaired IS NULL AS no_repair, raw IS NULL AS no_raw, length(raw) AS raw_len FROM calls
         ), ranked AS (
@@ -276,32 +280,42 @@ def _examples(con: duckdb.DuckDBPyConnection, views: set[str], per_category: int
                                 f.step NULLS LAST, f.trajectory_id, f.char_start
                    ) AS rn
             FROM findings f LEFT JOIN c ON c.call_id = f.call_id
-        ), picked AS (SELECT * FROM ranked WHERE rn <= ?)
-        SELECT r.*,
-               substring(t.output, r.char_start + 1, r.char_end - r.char_start) AS span,
-               cc.function_name, cc.matched_tool, cc.status, cc.raw, cc.char_start AS call_start,
-               cc.repaired, cc.repair_note,
-               substring(t.output, greatest(1, r.char_start + 1 - 160),
-                         least(r.char_start, 160) + (r.char_end - r.char_start) + 160) AS excerpt,
-               greatest(0, r.char_start - 160) AS excerpt_start
-        FROM picked r JOIN trajectories t ON t.trajectory_id = r.trajectory_id
-        LEFT JOIN calls cc ON cc.call_id = r.call_id
-        ORDER BY CASE r.severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, r.n DESC, r.category, r.rn
+        )
+        SELECT * FROM ranked WHERE rn <= ?
+        ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, n DESC, category, rn
         """, [per_category])
+    if not picked:
+        return []
+    tids = sorted({r["trajectory_id"] for r in picked})
+    steps = sorted({r["step"] for r in picked if r["step"] is not None})
+    # the picked steps too: a scan's tables are written in step order, so the row groups' step statistics let
+    # the scan skip every row group that holds none of them (the trajectory ids are hashes: no such pruning)
+    by_step = (f" AND step IN ({', '.join('?' * len(steps))})"
+               if steps and all(r["step"] is not None for r in picked) else "")
+    outputs = {r["trajectory_id"]: r["output"] or "" for r in query_rows(
+        con, f"SELECT trajectory_id, output FROM trajectories WHERE trajectory_id IN ({', '.join('?' * len(tids))})"
+             + by_step, [*tids, *(steps if by_step else [])])}
+    cids = sorted({r["call_id"] for r in picked if r["call_id"] is not None})
+    calls = {r["call_id"]: r for r in query_rows(
+        con, "SELECT call_id, function_name, matched_tool, status, raw, char_start, repaired, repair_note FROM calls "
+             f"WHERE call_id IN ({', '.join('?' * len(cids))})", cids)} if cids else {}
     out = []
-    for r in rows:
-        inside = (r["raw"] is not None and r["call_start"] is not None
-                  and r["call_start"] <= r["char_start"] and r["char_end"] <= r["call_start"] + len(r["raw"])
-                  and (r["char_end"] > r["char_start"] or r["char_start"] < r["call_start"] + len(r["raw"])))
+    for r in picked:
+        cc = calls.get(r["call_id"]) or {}
+        raw, call_start = cc.get("raw"), cc.get("char_start")
+        inside = (raw is not None and call_start is not None
+                  and call_start <= r["char_start"] and r["char_end"] <= call_start + len(raw)
+                  and (r["char_end"] > r["char_start"] or r["char_start"] < call_start + len(raw)))
         if inside:
-            text, base = r["raw"], r["call_start"]
+            text, base = raw, call_start
         else:  # a turn-level finding, or one that points past its call (e.g. text after the call)
-            text, base = r["excerpt"] or "", r["excerpt_start"] or 0
+            base = max(0, r["char_start"] - EXCERPT_CHARS)
+            text = outputs.get(r["trajectory_id"], "")[base:max(base, r["char_end"]) + EXCERPT_CHARS]
         s = max(0, min(len(text), r["char_start"] - base))
         e = max(s, min(len(text), r["char_end"] - base))
         out.append(Example(r["category"], r["severity"], r["message"], r["rule_id"], r["trajectory_id"], r["step"],
-                           r["split"], text, s, e, r["repaired"], r["repair_note"], r["function_name"],
-                           r["matched_tool"], int(r["n"]), inside))
+                           r["split"], text, s, e, cc.get("repaired"), cc.get("repair_note"), cc.get("function_name"),
+                           cc.get("matched_tool"), int(r["n"]), inside))
     return out
 
 
