@@ -140,6 +140,7 @@ def write_records(rows: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(records_bytes(rows))
+            os.fchmod(fh.fileno(), 0o644)  # mkstemp makes it 0600; a shipped data file is world-readable
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -132,3 +132,4 @@ def test_the_generator_reproduces_the_shipped_rows(sample_xml_scan, records: lis
     assert not (scan_copy / "rescore").exists()
     dest = GEN.write_records(rows, tmp_path / "d" / GEN.RECORD_FILE_NAME)
     assert dest.read_bytes() == GEN.records_bytes(want) and [p.name for p in dest.parent.iterdir()] == [dest.name]
+    assert dest.stat().st_mode & 0o777 == 0o644
