@@ -1,86 +1,74 @@
 """The breaker on the sample runs with in-training records whose control-token log-probs are computed, not invented:
 how many steps before the reward falls each trip comes, and whether the healthy run trips.
 
-The shipped demo checkpoints (``sample_data/demo_checkpoints``, a tiny Qwen3 trained along the collapsing sample
-run: ``global_step_20`` on steps 1-20, then 50, 80, 110, 140 each on the steps since the one before) stand in
-for the policy: every train trajectory of a step is teacher-forced through the latest checkpoint at or before it
-(``global_step_20`` for steps 1-49) with ``trajlab rescore``, and the log-probs it gives the output's control
-tokens (the family's control set, ``rules/control_tokens.yaml``) become that sample's reward record
-(:mod:`trajlab.verl.records`), as the verl reward writes them from the sampler's own log-probs. The healthy
-interleaved-SFT run is scored with the healthy checkpoint only (there is no policy trained on it). Then
+The collapsing run ships its records (``sample_data/qwen35_xml_run/trajlab_records/``, written by
+``sample_data/generate_records.py``, whose docstring says what was computed how: every train trajectory
+teacher-forced with ``trajlab rescore`` through the latest demo checkpoint at or before its step). The benchmark
+copies the run with them; ``--recompute`` computes them afresh instead (the same function,
+:func:`generate_records.control_records`). The healthy interleaved-SFT run ships none (no policy was trained on
+it): its records are always computed here, with the healthy checkpoint ``global_step_20`` only. Then
 ``trajlab watch`` runs over each copy with the records beside the dumps, ``--keep-watching``, and the trips are
 compared with the step where the reward falls (``scan``'s lead time from the run's metrics log).
 
-    python benchmarks/bench_breaker_sample.py            # ~5-10 min on 2 cores (the rescoring)
+    python benchmarks/bench_breaker_sample.py              # ~2-4 min on 2 cores (the healthy run's rescoring)
+    python benchmarks/bench_breaker_sample.py --recompute  # ~8-12 min: the collapsing run's records too
     python benchmarks/bench_breaker_sample.py --json
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import math
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "sample_data" / "demo_checkpoints"
-SEGMENTS = ((20, 1, 49), (50, 50, 79), (80, 80, 109), (110, 110, 139), (140, 140, 150))
 
 
-def control_records(out: Path, run_dir: Path, segments: tuple[tuple[int, int, int], ...], control_prob: float) -> int:
-    """Rescore ``out``'s train trajectories per segment and write one record per trajectory into ``run_dir``."""
+def _records_module() -> ModuleType:
+    """``sample_data/generate_records.py``, the one home of the record computation (loaded by path: it is not part
+    of the installed package)."""
+    mod = sys.modules.get("trajlab_generate_records")
+    if mod is None:
+        spec = importlib.util.spec_from_file_location("trajlab_generate_records",
+                                                      ROOT / "sample_data" / "generate_records.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
+def breaker(run: str, segments: tuple[tuple[int, int, int], ...] | None, work: Path, control_prob: float) -> dict:
+    """Watch a copy of ``sample_data/<run>``: with its shipped records (``segments`` None) or with records computed
+    over ``segments`` (replacing any shipped ones)."""
     import polars as pl
 
-    from trajlab.rescore import RescoreOptions, rescore
-    from trajlab.verl.records import RecordLog, record_row
-
-    traj = pl.read_parquet(out / "trajectories.parquet", columns=["trajectory_id", "step", "score", "n_calls",
-                                                                   "n_malformed_calls", "group_id", "output"])
-    log = RecordLog(run_dir)
-    written = 0
-    for ckpt, lo, hi in segments:
-        rescore(out, [DEMO], RescoreOptions(progress=False, steps=f"{lo}-{hi}", ckpt_steps=str(ckpt),
-                                            where="split = 'train'", reference=None))
-        d = out / "rescore" / f"global_step_{ckpt}"
-        ids = set(pl.read_parquet(d / "control_stats.parquet", columns=["control_token_id"])["control_token_id"])
-        tok = pl.read_parquet(d / "tokens.parquet", columns=["trajectory_id", "token_id", "logprob"])
-        ctl = tok.filter(pl.col("token_id").is_in(list(ids))).group_by("trajectory_id").agg(
-            pl.len().alias("n"), pl.col("logprob").mean().alias("mean"), pl.col("logprob").min().alias("min"),
-            (pl.col("logprob") < math.log(control_prob)).mean().alias("low"))
-        gen = tok.group_by("trajectory_id").len().rename({"len": "generated"})
-        rows = (traj.filter(pl.col("step").is_between(lo, hi)).join(ctl, on="trajectory_id", how="inner")
-                .join(gen, on="trajectory_id", how="left").sort("step", "trajectory_id"))
-        written += log.append(record_row(
-            {"score": r["score"] or 0.0, "tool_calls": float(r["n_calls"]), "malformed_calls": float(r["n_malformed_calls"]),
-             "exact_tokens": 1.0, "generated_tokens": float(r["generated"] or 0), "control_tokens": float(r["n"]),
-             "control_logprob_mean": r["mean"], "control_logprob_min": r["min"], "control_low_prob_share": r["low"]},
-            step=r["step"], uid=r["group_id"], stripped_text=r["output"]) for r in rows.iter_rows(named=True))
-        shutil.rmtree(out / "rescore")
-    log.close()
-    return written
-
-
-def breaker(run: str, segments: tuple[tuple[int, int, int], ...], work: Path, control_prob: float) -> dict:
-    import polars as pl
-
-    from trajlab.scan import scan
+    from trajlab.verl.records import read_records
     from trajlab.watch import WatchOptions, watch
 
+    gr = _records_module()
     copy = work / run
     shutil.copytree(ROOT / "sample_data" / run, copy)
     t0 = time.perf_counter()
-    n = control_records(Path(scan([copy], work / f"{run}-scan", progress=False).out), copy, segments, control_prob)
+    if segments is not None:
+        shutil.rmtree(copy / gr.RECORDS_DIR_NAME, ignore_errors=True)
+        rows = gr.run_records(copy, segments, control_prob=control_prob, work=work / f"{run}-records")
+        gr.write_records(rows, copy / gr.RECORDS_DIR_NAME / gr.RECORD_FILE_NAME)
+    n = len(read_records(copy / gr.RECORDS_DIR_NAME))
     scored = time.perf_counter() - t0
     log = ROOT / "sample_data" / "trajlab-samples" / f"{run}.jsonl"  # the run's verl FileLogger metrics
     res = watch(WatchOptions(paths=[copy], out=work / f"{run}-watch", interval=0.05, idle_exit=0.5,
                              keep_watching=True, publish_every=600,
                              metrics=(f"{run}={log}",) if log.is_file() else ()))
     lead = (res.summary.lead_times or [{}])[0]
-    return {"run": run, "records": n, "rescore_seconds": round(scored, 1),
+    return {"run": run, "records": n, "records_from": "shipped" if segments is None else "computed",
+            "rescore_seconds": round(scored, 1),
             "trips": [{"reason": t.reason, "step": t.step, "noticed_step": t.noticed_step, "detail": t.detail}
                       for t in res.trips],
             "breakdown_step": lead.get("breakdown_step"),
@@ -92,16 +80,24 @@ def breaker(run: str, segments: tuple[tuple[int, int, int], ...], work: Path, co
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--control-prob", type=float, default=0.5)
+    ap.add_argument("--recompute", action="store_true",
+                    help="compute the collapsing run's records afresh instead of using the shipped ones")
+    ap.add_argument("--control-prob", type=float, default=None,
+                    help="low-probability threshold of the computed records (default: the generator's, 0.5; "
+                         "implies --recompute)")
     a = ap.parse_args()
+    gr = _records_module()
+    prob = gr.CONTROL_PROB if a.control_prob is None else a.control_prob
+    recompute = a.recompute or a.control_prob is not None
     with tempfile.TemporaryDirectory(prefix="trajlab-breaker-") as tmp:
-        got = [breaker("qwen35_xml_run", SEGMENTS, Path(tmp), a.control_prob),
-               breaker("qwen35_xml_sft_run", ((20, 1, 150),), Path(tmp), a.control_prob)]
+        got = [breaker("qwen35_xml_run", gr.SEGMENTS if recompute else None, Path(tmp), prob),
+               breaker("qwen35_xml_sft_run", gr.HEALTHY_SEGMENTS, Path(tmp), prob)]
     if a.json:
         print(json.dumps(got, indent=2))
         return 0
     for g in got:
-        print(f"{g['run']}: {g['records']} records (rescored in {g['rescore_seconds']} s); reward falls at step "
+        how = "shipped" if g["records_from"] == "shipped" else f"rescored in {g['rescore_seconds']} s"
+        print(f"{g['run']}: {g['records']} records ({how}); reward falls at step "
               f"{g['breakdown_step']}")
         for t in g["trips"]:
             ahead = (f", {g['breakdown_step'] - t['step']} steps before the reward falls"

@@ -52,7 +52,8 @@ def test_report_shows_the_rate_rising_after_the_rot_with_the_early_warning(sampl
     assert cfg.onset < ew["step"] <= cfg.onset + (cfg.schedule_steps - cfg.onset) // 2
     html = sample_report.read_text(encoding="utf-8")
     s = parse_page(sample_report)
-    assert s.charts[:2] == ["overview", "categories"] and s.refs == []
+    # the run ships the reward's records (sample_data/generate_records.py): the exact-token panel follows the overview
+    assert s.charts[:3] == ["overview", "exact_tokens", "categories"] and s.refs == []
     for chart in ("overview", "categories"):
         texts = " ".join(s.svg_text[chart])
         assert "early warning" in texts and f"step {ew['step']}" in texts and "training step" in texts

@@ -89,10 +89,12 @@ def test_drift_page_in_the_report(train, tmp_path):
     html = page.read_text(encoding="utf-8")
     sc = parse_page(page)
     # the drift page comes before the fixed-threshold section
-    # (the sample run's verl metrics logs add its training panel, training_0, before the drift page)
+    # (the sample run's verl metrics logs add its training panel, training_0, before the drift page; its shipped
+    # reward records, sample_data/generate_records.py, the exact-token panel after the overview)
     assert "training_0" in sc.charts
     rest = [c for c in sc.charts if not c.startswith("training_")]
-    assert rest[2:] == ["drift", "distribution", "log_odds", "spikes", "tokens"] and sc.refs == []
+    assert rest[:3] == ["overview", "exact_tokens", "categories"]
+    assert rest[3:] == ["drift", "distribution", "log_odds", "spikes", "tokens"] and sc.refs == []
     drift = " ".join(sc.svg_text["drift"])
     assert "training step" in drift and "calibrated spike rate" in drift and "malformed calls" in drift
     assert "paired drift" in drift

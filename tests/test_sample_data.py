@@ -43,10 +43,16 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+#: folders inside the generator's directories that another helper writes (``generate_records.py``: the main run's
+#: reward records, checked by tests/test_sample_records.py)
+OTHER_WRITERS = ("qwen35_xml_run/trajlab_records/",)
+
+
 def _committed_files(gen) -> set[str]:
     """Every file under the directories the generator owns (other helpers keep files beside them)."""
     owned = {rel.split("/")[0] for rel, _ in gen.generated_files()}
-    return {p.relative_to(SAMPLE).as_posix() for d in owned for p in (SAMPLE / d).rglob("*") if p.is_file()}
+    files = {p.relative_to(SAMPLE).as_posix() for d in owned for p in (SAMPLE / d).rglob("*") if p.is_file()}
+    return {f for f in files if not f.startswith(OTHER_WRITERS)}
 
 
 def _call_ok(segment: str) -> bool:
