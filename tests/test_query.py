@@ -265,3 +265,29 @@ def test_documented_example_queries_run(run: Path, tmp_path: Path) -> None:
         # (metrics: test_report_sample.py runs these on the sample scan, which has them)
         if "rescore_" not in q and "rollout_tokens" not in q and not re.search(r"\b(from|join)\s+metrics\b", q, re.I):
             assert t.num_rows > 0, q
+
+
+def test_views_scan_in_small_batches_and_still_prune_and_filter(tmp_path: Path) -> None:
+    """The views read their Parquet through a dataset whose scanner reads ahead one small batch (a big table's
+    read-ahead is otherwise held outside DuckDB's memory limit); projection, filters and results are unchanged."""
+    from trajlab.query.sources import SCAN_BATCH_ROWS, lean_dataset
+
+    n = SCAN_BATCH_ROWS * 3 + 17
+    t = pa.table({"step": pa.array([i // 1000 for i in range(n)], pa.int64()),
+                  "text": pa.array([f"row {i} " * (i % 7) for i in range(n)])})
+    path = tmp_path / "t.parquet"
+    pq.write_table(t, path, row_group_size=5000)
+    d = lean_dataset(path)
+    batches = list(d.scanner(columns=["step"]).to_batches())
+    assert max(b.num_rows for b in batches) <= SCAN_BATCH_ROWS and sum(b.num_rows for b in batches) == n
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("t", d)
+    got = con.execute("SELECT step, count(*), sum(length(text)) FROM t WHERE step IN (3, 40) GROUP BY step "
+                      "ORDER BY step").fetchall()
+    want = [(s, sum(1 for i in range(n) if i // 1000 == s), sum(len(f"row {i} " * (i % 7)) for i in range(n)
+                                                              if i // 1000 == s)) for s in (3, 40)]
+    assert got == want
+    with pytest.raises(TableError, match="not a readable Parquet file"):
+        lean_dataset(tmp_path / "missing.parquet")

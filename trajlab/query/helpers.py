@@ -112,11 +112,17 @@ HELPERS: tuple[Helper, ...] = (
         "(the classifier's match, else the most similar name by Jaro-Winkler), how often and at which steps",
         """
         CREATE VIEW garbled_names AS
-        WITH cand AS (
-            SELECT c.call_id, c.trajectory_id, c.step, c.function_name, c.matched_tool,
-                   CASE WHEN t.tools IS NULL THEN NULL
-                        ELSE CAST(json_extract_string(t.tools, '$[*].name') AS VARCHAR[]) END AS declared
-            FROM calls c JOIN trajectories t ON t.trajectory_id = c.trajectory_id
+        WITH tool_sets AS (
+            SELECT md5_number(tools) AS tools_key,
+                   CAST(json_extract_string(any_value(tools), '$[*].name') AS VARCHAR[]) AS declared
+            FROM trajectories WHERE tools IS NOT NULL GROUP BY tools_key
+        ), traj AS (
+            SELECT t.trajectory_id, s.declared
+            FROM (SELECT trajectory_id, md5_number(tools) AS tools_key FROM trajectories) t
+            LEFT JOIN tool_sets s ON s.tools_key = t.tools_key
+        ), cand AS (
+            SELECT c.call_id, c.trajectory_id, c.step, c.function_name, c.matched_tool, t.declared
+            FROM calls c JOIN traj t ON t.trajectory_id = c.trajectory_id
             WHERE c.function_name IS NOT NULL AND c.function_name <> ''
         ), unknown AS (
             SELECT * FROM cand

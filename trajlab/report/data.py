@@ -295,10 +295,15 @@ def _examples(con: duckdb.DuckDBPyConnection, views: set[str], per_category: int
     outputs = {r["trajectory_id"]: r["output"] or "" for r in query_rows(
         con, f"SELECT trajectory_id, output FROM trajectories WHERE trajectory_id IN ({', '.join('?' * len(tids))})"
              + by_step, [*tids, *(steps if by_step else [])])}
-    cids = sorted({r["call_id"] for r in picked if r["call_id"] is not None})
+    with_call = [r for r in picked if r["call_id"] is not None]
+    cids = sorted({r["call_id"] for r in with_call})
+    call_steps = sorted({r["step"] for r in with_call if r["step"] is not None})
+    by_call_step = (f" AND step IN ({', '.join('?' * len(call_steps))})"
+                    if call_steps and all(r["step"] is not None for r in with_call) else "")
     calls = {r["call_id"]: r for r in query_rows(
         con, "SELECT call_id, function_name, matched_tool, status, raw, char_start, repaired, repair_note FROM calls "
-             f"WHERE call_id IN ({', '.join('?' * len(cids))})", cids)} if cids else {}
+             f"WHERE call_id IN ({', '.join('?' * len(cids))})" + by_call_step,
+        [*cids, *(call_steps if by_call_step else [])])} if cids else {}
     out = []
     for r in picked:
         cc = calls.get(r["call_id"]) or {}
