@@ -436,7 +436,8 @@ def _exact_tokens_section(d: ReportData, charts: dict[str, str]) -> str:
     cap = ("Top: share of tool calls that are malformed. Middle: mean log-prob the inference engine gave the "
            "control tokens it sampled (left) and the share of them sampled at low probability (right). Bottom: "
            "train-inference mismatch, the mean |inference − training| log-prob over generated tokens and over "
-           "control tokens. From the logged token ids and log-probs, no re-scoring.")
+           "control tokens. From the token ids and log-probs logged with the run (an exact-token dump, or the "
+           "records the verl reward writes per sample), not re-scored by the report.")
     return (f'<h2 id="exact-tokens">Exact tokens: control-token log-probs and train–inference mismatch</h2>\n'
             f'{figure(charts["exact_tokens"], cap, "exact_tokens")}')
 
