@@ -133,18 +133,13 @@ def records_bytes(rows: Iterable[Mapping[str, Any]]) -> bytes:
 
 
 def write_records(rows: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
-    """Write ``rows`` to ``path`` whole: a temporary file beside it, then :func:`os.replace`."""
+    """Write ``rows`` to ``path`` whole (:func:`trajlab.atomic.atomic_write_bytes`), world-readable."""
+    from trajlab.atomic import atomic_write_bytes
+
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(records_bytes(rows))
-            os.fchmod(fh.fileno(), 0o644)  # mkstemp makes it 0600; a shipped data file is world-readable
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(p, records_bytes(rows))
+    os.chmod(p, 0o644)  # the atomic write's temporary file is 0600; a shipped data file is world-readable
     return p
 
 

@@ -112,15 +112,13 @@ def lean_dataset(path: Path | str) -> Any:
 
 
 def register(con: duckdb.DuckDBPyConnection, src: TableSource) -> None:
-    dataset = lean_dataset
-
     if len(src.files) == 1 and src.files[0][0] is None:
-        con.register(src.name, dataset(src.files[0][1]))
+        con.register(src.name, lean_dataset(src.files[0][1]))
         return
     parts = []
     for i, (label, path) in enumerate(src.files):
         hidden = f"__{src.name}_{i}"
-        d = dataset(path)
+        d = lean_dataset(path)
         con.register(hidden, d)
         has_checkpoint = "checkpoint" in d.schema.names
         lab = "'" + (label or "").replace("'", "''") + "'"

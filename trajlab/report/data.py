@@ -286,24 +286,9 @@ def _examples(con: duckdb.DuckDBPyConnection, views: set[str], per_category: int
         """, [per_category])
     if not picked:
         return []
-    tids = sorted({r["trajectory_id"] for r in picked})
-    steps = sorted({r["step"] for r in picked if r["step"] is not None})
-    # the picked steps too: a scan's tables are written in step order, so the row groups' step statistics let
-    # the scan skip every row group that holds none of them (the trajectory ids are hashes: no such pruning)
-    by_step = (f" AND step IN ({', '.join('?' * len(steps))})"
-               if steps and all(r["step"] is not None for r in picked) else "")
-    outputs = {r["trajectory_id"]: r["output"] or "" for r in query_rows(
-        con, f"SELECT trajectory_id, output FROM trajectories WHERE trajectory_id IN ({', '.join('?' * len(tids))})"
-             + by_step, [*tids, *(steps if by_step else [])])}
-    with_call = [r for r in picked if r["call_id"] is not None]
-    cids = sorted({r["call_id"] for r in with_call})
-    call_steps = sorted({r["step"] for r in with_call if r["step"] is not None})
-    by_call_step = (f" AND step IN ({', '.join('?' * len(call_steps))})"
-                    if call_steps and all(r["step"] is not None for r in with_call) else "")
-    calls = {r["call_id"]: r for r in query_rows(
-        con, "SELECT call_id, function_name, matched_tool, status, raw, char_start, repaired, repair_note FROM calls "
-             f"WHERE call_id IN ({', '.join('?' * len(cids))})" + by_call_step,
-        [*cids, *(call_steps if by_call_step else [])])} if cids else {}
+    outputs = _rows_by_id(con, "trajectories", "trajectory_id", ["output"], picked)
+    calls = _rows_by_id(con, "calls", "call_id", ["function_name", "matched_tool", "status", "raw", "char_start",
+                                                   "repaired", "repair_note"], picked)
     out = []
     for r in picked:
         cc = calls.get(r["call_id"]) or {}
@@ -315,13 +300,30 @@ def _examples(con: duckdb.DuckDBPyConnection, views: set[str], per_category: int
             text, base = raw, call_start
         else:  # a turn-level finding, or one that points past its call (e.g. text after the call)
             base = max(0, r["char_start"] - EXCERPT_CHARS)
-            text = outputs.get(r["trajectory_id"], "")[base:max(base, r["char_end"]) + EXCERPT_CHARS]
+            text = ((outputs.get(r["trajectory_id"]) or {}).get("output") or "")[
+                base:max(base, r["char_end"]) + EXCERPT_CHARS]
         s = max(0, min(len(text), r["char_start"] - base))
         e = max(s, min(len(text), r["char_end"] - base))
         out.append(Example(r["category"], r["severity"], r["message"], r["rule_id"], r["trajectory_id"], r["step"],
                            r["split"], text, s, e, cc.get("repaired"), cc.get("repair_note"), cc.get("function_name"),
                            cc.get("matched_tool"), int(r["n"]), inside))
     return out
+
+
+def _rows_by_id(con: duckdb.DuckDBPyConnection, table: str, key: str, columns: list[str],
+               picked: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
+    """``columns`` of the rows of ``table`` whose ``key`` one of ``picked`` names, by key. The picked rows' steps
+    are filtered on too: a scan's tables are written in step order, so the row groups' step statistics let the
+    scan skip every row group that holds none of them (the ids are hashes: no such pruning by them)."""
+    mine = [r for r in picked if r[key] is not None]
+    if not mine:
+        return {}
+    ids = sorted({r[key] for r in mine})
+    steps = sorted({r["step"] for r in mine if r["step"] is not None})
+    by_step = all(r["step"] is not None for r in mine)
+    sql = (f"SELECT {key}, {', '.join(columns)} FROM {table} WHERE {key} IN ({', '.join('?' * len(ids))})"
+           + (f" AND step IN ({', '.join('?' * len(steps))})" if by_step else ""))
+    return {r[key]: r for r in query_rows(con, sql, [*ids, *(steps if by_step else [])])}
 
 
 def _rescore(con: duckdb.DuckDBPyConnection, views: set[str]) -> RescoreData | None:
