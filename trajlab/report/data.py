@@ -296,8 +296,8 @@ def _examples(con: duckdb.DuckDBPyConnection, views: set[str], per_category: int
         inside = (raw is not None and call_start is not None
                   and call_start <= r["char_start"] and r["char_end"] <= call_start + len(raw)
                   and (r["char_end"] > r["char_start"] or r["char_start"] < call_start + len(raw)))
-        if inside:
-            text, base = str(raw), int(call_start)  # not None: `inside` says so
+        if inside and raw is not None and call_start is not None:  # (narrowed for the type checker)
+            text, base = raw, call_start
         else:  # a turn-level finding, or one that points past its call (e.g. text after the call)
             base = max(0, r["char_start"] - EXCERPT_CHARS)
             text = ((outputs.get(r["trajectory_id"]) or {}).get("output") or "")[
